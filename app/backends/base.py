@@ -1,0 +1,120 @@
+"""The one seam between the app and its engines: what the UI and services may rely on."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from app.core.chat import ReplyStats
+from app.core.params import LoadParams, SamplingParams
+
+
+class BackendError(Exception):
+    """A failure a person should read: the message says what happened and what to do next."""
+
+
+class ModelLoadError(BackendError):
+    pass
+
+
+class BackendBusyError(BackendError):
+    pass
+
+
+class GenerationError(BackendError):
+    """Generation failed part-way; ``partial`` holds what was produced before the failure."""
+
+    def __init__(self, message: str, partial: str = "") -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+class StateKind(StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    GENERATING = "generating"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class BackendState:
+    kind: StateKind
+    detail: str = ""
+
+    def label(self) -> str:
+        return f"{self.kind}: {self.detail}" if self.detail else str(self.kind)
+
+
+@dataclass(frozen=True)
+class KvUsage:
+    used_cells: int
+    total_cells: int
+    per_sequence: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def fraction(self) -> float:
+        return self.used_cells / self.total_cells if self.total_cells else 0.0
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: str
+    name: str
+    architecture: str | None
+    n_ctx: int
+    n_ctx_train: int | None
+    n_gpu_layers: int
+    chat_format: str | None
+    chat_format_reason: str
+    load_seconds: float
+    gpu_offload_supported: bool
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of a streamed reply."""
+
+    text: str
+
+
+StateListener = Callable[[BackendState], None]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    kind: str
+
+    @property
+    def state(self) -> BackendState: ...
+
+    @property
+    def model(self) -> ModelInfo | None: ...
+
+    def add_state_listener(self, listener: StateListener) -> None: ...
+
+    async def load(self, model: str, params: LoadParams) -> ModelInfo: ...
+
+    async def unload(self) -> None: ...
+
+    def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> AsyncIterator[Delta]:
+        """Yield the reply; cancelling the consuming task (or closing the iterator) stops at the next token."""
+        ...
+
+    def stats(self) -> ReplyStats | None: ...
+
+    def kv_usage(self) -> KvUsage | None: ...
+
+    async def close(self) -> None: ...
+
+
+def create_backend(kind: str, **options: Any) -> Backend:
+    """Create a backend by kind, importing its module only now."""
+    if kind == "llamacpp":
+        from app.backends.llamacpp.backend import LlamaCppBackend
+
+        return LlamaCppBackend(**options)
+    raise BackendError(f"Unknown backend '{kind}'. Known backends: llamacpp.")

@@ -1,0 +1,287 @@
+"""The llama.cpp backend: the Backend protocol over a worker process that runs llama-cpp-python."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.backends.base import (
+    BackendBusyError,
+    BackendError,
+    BackendState,
+    Delta,
+    GenerationError,
+    KvUsage,
+    ModelInfo,
+    ModelLoadError,
+    StateKind,
+    StateListener,
+)
+from app.backends.llamacpp.process import WorkerProcess, describe_exit
+from app.core.chat import ReplyStats
+from app.core.params import LoadParams, SamplingParams
+
+log = logging.getLogger("app.backends.llamacpp")
+
+BUSY_MESSAGE = "A reply is being generated. Stop it (Esc) before loading another model."
+
+
+@dataclass
+class _Reply:
+    """Book-keeping for one chat request, filled as its events arrive."""
+
+    sent_at: float
+    queue: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    first_at: float | None = None
+    last_at: float | None = None
+    text: list[str] = field(default_factory=list)
+    abandoned: bool = False
+
+
+class LlamaCppBackend:
+    """llama-cpp-python in a child process: a native crash kills the worker, never the app."""
+
+    kind = "llamacpp"
+
+    def __init__(self, python: str | None = None) -> None:
+        self._python = python
+        self._worker: WorkerProcess | None = None
+        self._ids = itertools.count(1)
+        self._waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._replies: dict[int, _Reply] = {}
+        self._hello: asyncio.Future[dict[str, Any]] | None = None
+        self._state = BackendState(StateKind.STOPPED)
+        self._listeners: list[StateListener] = []
+        self._model: ModelInfo | None = None
+        self._stats: ReplyStats | None = None
+        self._kv: KvUsage | None = None
+        self._active: int | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # --- public API -------------------------------------------------------------------------
+    @property
+    def state(self) -> BackendState:
+        return self._state
+
+    @property
+    def model(self) -> ModelInfo | None:
+        return self._model
+
+    @property
+    def worker_pid(self) -> int | None:
+        return self._worker.pid if self._worker and self._worker.alive else None
+
+    @property
+    def generating(self) -> bool:
+        return self._active is not None
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        self._listeners.append(listener)
+
+    def stats(self) -> ReplyStats | None:
+        return self._stats
+
+    def kv_usage(self) -> KvUsage | None:
+        return self._kv
+
+    async def load(self, model: str, params: LoadParams) -> ModelInfo:
+        """Load a GGUF in the worker (starting it if needed); raises ModelLoadError with a readable reason."""
+        if self.generating:
+            raise BackendBusyError(BUSY_MESSAGE)
+        problems = params.problems()
+        if problems:
+            raise ModelLoadError(" ".join(problems))
+        self._set_state(StateKind.STARTING, f"loading {model.rsplit('/', 1)[-1]}")
+        self._model, self._kv = None, None
+        try:
+            await self._ensure_worker()
+            event = await self._request({"op": "load", "path": model, "params": params.to_dict()})
+        except BackendError as exc:
+            self._set_state(StateKind.FAILED, str(exc))
+            raise ModelLoadError(str(exc)) from exc
+        info = event["info"]
+        self._model = ModelInfo(**info)
+        self._kv = KvUsage(0, self._model.n_ctx)
+        self._set_state(StateKind.READY, self._model.name)
+        log.info("loaded %s in %.2f s (n_ctx %d)", model, self._model.load_seconds, self._model.n_ctx)
+        return self._model
+
+    async def unload(self) -> None:
+        if self.generating:
+            raise BackendBusyError("A reply is being generated. Stop it before unloading the model.")
+        if self._worker and self._worker.alive and self._model is not None:
+            await self._request({"op": "unload"})
+        self._model, self._kv = None, None
+        self._set_state(StateKind.STOPPED)
+
+    async def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> AsyncIterator[Delta]:
+        """Stream a reply. ``stop()`` ends it gracefully; cancelling the consumer also stops the worker."""
+        if self.generating:
+            raise BackendBusyError("A reply is already being generated. Stop it first.")
+        if self._model is None or self._worker is None or not self._worker.alive:
+            raise BackendError("No model is loaded. Open a model and load it first.")
+        request_id = next(self._ids)
+        reply = _Reply(sent_at=time.perf_counter())
+        self._replies[request_id] = reply
+        self._begin(request_id)
+        self._worker.send({"op": "chat", "id": request_id, "messages": messages, "sampling": params.to_dict()})
+        finished = False
+        try:
+            while True:
+                event = await reply.queue.get()
+                kind = event["event"]
+                if kind == "delta":
+                    yield Delta(event["text"])
+                elif kind == "done":
+                    finished = True
+                    return
+                else:
+                    finished = True
+                    raise self._reply_error(event, "".join(reply.text))
+        finally:
+            if not finished:
+                reply.abandoned = True
+                self.stop()
+
+    def stop(self) -> None:
+        """Ask the worker to stop the reply in flight at its next token."""
+        if self._active is not None and self._worker is not None:
+            self._worker.send({"op": "stop", "id": self._active})
+
+    async def wait_idle(self) -> None:
+        """Wait until no reply is in flight (after stop(), the worker still has to acknowledge)."""
+        await self._idle.wait()
+
+    async def close(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await asyncio.get_running_loop().run_in_executor(None, worker.stop)
+        self._model, self._kv = None, None
+        self._set_state(StateKind.STOPPED)
+
+    def kill_worker(self) -> None:
+        """Kill the worker outright (used by tests and by 'force stop')."""
+        if self._worker is not None:
+            self._worker.kill()
+
+    # --- internals ---------------------------------------------------------------------------
+    def _set_state(self, kind: StateKind, detail: str = "") -> None:
+        self._state = BackendState(kind, detail)
+        for listener in list(self._listeners):
+            listener(self._state)
+
+    def _begin(self, request_id: int) -> None:
+        self._active = request_id
+        self._idle.clear()
+        self._set_state(StateKind.GENERATING, self._model.name if self._model else "")
+
+    def _end(self, request_id: int) -> None:
+        self._replies.pop(request_id, None)
+        if self._active == request_id:
+            self._active = None
+            self._idle.set()
+            if self._worker and self._worker.alive and self._model is not None:
+                self._set_state(StateKind.READY, self._model.name)
+
+    async def _ensure_worker(self) -> None:
+        if self._worker is not None and self._worker.alive:
+            return
+        loop = asyncio.get_running_loop()
+        self._worker = WorkerProcess(loop, self._on_event, self._python)
+        self._hello = loop.create_future()
+        await loop.run_in_executor(None, self._worker.start)
+        await self._hello
+
+    async def _request(self, command: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = future
+        if self._worker is None or not self._worker.send({**command, "id": request_id}):
+            self._waiters.pop(request_id, None)
+            raise BackendError("The llama.cpp worker is not running. Load the model again.")
+        event = await future
+        if event["event"] == "error":
+            raise BackendError(event["message"])
+        return event
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "hello":
+            if self._hello and not self._hello.done():
+                self._hello.set_result(event)
+        elif kind == "exit":
+            self._on_exit(event)
+        elif event.get("id") in self._replies:
+            self._on_reply_event(event)
+        elif (waiter := self._waiters.pop(event.get("id"), None)) is not None and not waiter.done():  # type: ignore[arg-type]
+            waiter.set_result(event)
+
+    def _on_reply_event(self, event: dict[str, Any]) -> None:
+        request_id = event["id"]
+        reply = self._replies[request_id]
+        now = time.perf_counter()
+        if event["event"] == "delta":
+            reply.first_at = reply.first_at or now
+            reply.last_at = now
+            reply.text.append(event["text"])
+        elif event["event"] == "done":
+            self._stats = _reply_stats(reply, event, now)
+            if event.get("kv"):
+                self._kv = KvUsage(event["kv"]["used_cells"], event["kv"]["total_cells"])
+        if event["event"] in ("done", "error"):
+            self._end(request_id)
+        if not reply.abandoned:
+            reply.queue.put_nowait(event)
+
+    def _on_exit(self, event: dict[str, Any]) -> None:
+        worker = self._worker
+        if worker is None or worker.pid != event.get("pid"):
+            log.debug("llama.cpp worker %s exited after it was closed", event.get("pid"))
+            return
+        tail = "\n".join(list(worker.stderr_tail)[-5:]) if worker else ""
+        reason = f"The llama.cpp worker stopped unexpectedly: {describe_exit(event.get('returncode'))}."
+        log.error("%s Last worker output:\n%s", reason, tail or "(none)")
+        failure = {"event": "error", "kind": "exit", "message": reason, "tail": tail}
+        if self._hello and not self._hello.done():
+            self._hello.set_result(failure)
+        for request_id, waiter in list(self._waiters.items()):
+            if not waiter.done():
+                waiter.set_result({**failure, "id": request_id})
+        self._waiters.clear()
+        for request_id, reply in list(self._replies.items()):
+            if not reply.abandoned:
+                reply.queue.put_nowait({**failure, "id": request_id})
+            self._end(request_id)
+        was_loaded = self._model is not None
+        self._model, self._kv = None, None
+        self._worker = None
+        if was_loaded or self._state.kind is StateKind.STARTING:
+            self._set_state(StateKind.FAILED, reason + " Load the model again to continue.")
+
+    def _reply_error(self, event: dict[str, Any], partial: str) -> BackendError:
+        message = event.get("message", "generation failed")
+        if event.get("kind") == "exit":
+            message += " The partial reply was kept; load the model again to continue."
+        return GenerationError(message, partial)
+
+
+def _reply_stats(reply: _Reply, event: dict[str, Any], now: float) -> ReplyStats:
+    completion = int(event.get("completion_tokens", 0))
+    ttft_ms = (reply.first_at - reply.sent_at) * 1000 if reply.first_at else None
+    decode = None
+    if reply.first_at and reply.last_at and completion > 1 and reply.last_at > reply.first_at:
+        decode = (completion - 1) / (reply.last_at - reply.first_at)
+    return ReplyStats(
+        prompt_tokens=int(event.get("prompt_tokens", 0)),
+        completion_tokens=completion,
+        ttft_ms=ttft_ms,
+        decode_tokens_per_s=decode,
+        total_ms=(now - reply.sent_at) * 1000,
+        finish_reason=event.get("finish_reason"),
+    )

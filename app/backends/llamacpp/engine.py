@@ -1,0 +1,228 @@
+"""llama-cpp-python driven inside the worker process: load, stream a chat reply, report KV usage.
+
+Only the worker imports this module; ``llama_cpp`` is imported on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from app.core.chat_format import choose_chat_format
+from app.core.gguf_header import GgufFileError, read_gguf_header
+from app.core.params import GGML_TYPE_IDS, LoadParams, SamplingParams
+from app.core.prompt_errors import prompt_too_long_message
+
+_TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+class EngineError(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class TokenCounter:
+    """Counts what llama.cpp's generate loop produced for one request."""
+
+    prompt_tokens: int = 0
+    sampled: int = 0
+    last_token: int | None = None
+    first_token_at: float | None = None
+
+
+class LlamaEngine:
+    """Owns one loaded ``llama_cpp.Llama``; not thread-safe, the worker's main thread drives it."""
+
+    def __init__(self) -> None:
+        self.llm: Any = None
+        self.info: dict[str, Any] = {}
+        self._abort = threading.Event()
+        self._abort_cb: Any = None
+
+    def load(self, path: str, params: LoadParams) -> dict[str, Any]:
+        problems = params.problems()
+        if problems:
+            raise EngineError("load", " ".join(problems))
+        try:
+            header = read_gguf_header(path)
+        except GgufFileError as exc:
+            raise EngineError("load", str(exc)) from exc
+        self.unload()
+        import llama_cpp
+
+        choice = choose_chat_format(header.architecture, header.chat_template is not None, params.chat_format)
+        offload = bool(llama_cpp.llama_supports_gpu_offload())
+        n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers is not None else (-1 if offload else 0)
+        started = time.perf_counter()
+        try:
+            self.llm = llama_cpp.Llama(model_path=path, **self.llama_kwargs(params, n_gpu_layers, choice.chat_format))
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise EngineError("load", _load_failure_message(path, header.architecture, exc)) from exc
+        self._install_counter()
+        self._install_abort()
+        self.info = {
+            "path": path,
+            "name": header.name,
+            "architecture": header.architecture,
+            "n_ctx": int(self.llm.n_ctx()),
+            "n_ctx_train": header.context_length,
+            "n_gpu_layers": n_gpu_layers if offload else 0,
+            "chat_format": choice.chat_format,
+            "chat_format_reason": choice.reason,
+            "load_seconds": time.perf_counter() - started,
+            "gpu_offload_supported": offload,
+            "metadata": {k: str(v)[:2000] for k, v in header.metadata.items()},
+        }
+        return self.info
+
+    @staticmethod
+    def llama_kwargs(params: LoadParams, n_gpu_layers: int, chat_format: str | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "n_ctx": params.n_ctx,
+            "n_batch": params.n_batch,
+            "n_gpu_layers": n_gpu_layers,
+            "flash_attn": params.flash_attn,
+            "use_mmap": params.use_mmap,
+            "use_mlock": params.use_mlock,
+            "verbose": False,
+            "chat_format": chat_format,
+        }
+        if params.n_threads:
+            kwargs["n_threads"] = params.n_threads
+        if params.type_k != "f16":
+            kwargs["type_k"] = GGML_TYPE_IDS[params.type_k]
+        if params.type_v != "f16":
+            kwargs["type_v"] = GGML_TYPE_IDS[params.type_v]
+        return kwargs
+
+    def _install_counter(self) -> None:
+        """Wrap this instance's ``generate`` to count prompt and sampled tokens exactly."""
+        original = self.llm.generate
+        self.counter = TokenCounter()
+
+        def counting_generate(tokens: list[int], *args: Any, **kwargs: Any) -> Iterator[int]:
+            counter = self.counter
+            counter.prompt_tokens = len(tokens)
+            for token in original(tokens, *args, **kwargs):
+                if self._abort.is_set():  # Stop: end at this token, before it is counted or decoded
+                    return
+                if counter.first_token_at is None:
+                    counter.first_token_at = time.perf_counter()
+                counter.sampled += 1
+                counter.last_token = token
+                yield token
+
+        self.llm.generate = counting_generate
+
+    def _install_abort(self) -> None:
+        """Let Stop interrupt a long prompt evaluation, not only the token loop."""
+        import llama_cpp
+
+        def should_abort(_data: Any) -> bool:
+            return self._abort.is_set()
+
+        self._abort_cb = llama_cpp.ggml_abort_callback(should_abort)
+        llama_cpp.llama_set_abort_callback(self.llm._ctx.ctx, self._abort_cb, None)
+
+    def request_stop(self) -> None:
+        self._abort.set()
+
+    def stream_chat(
+        self, messages: list[dict[str, str]], sampling: SamplingParams, emit: Callable[[str], None]
+    ) -> dict[str, Any]:
+        """Generate a reply, calling ``emit`` with each text piece; returns counts and the finish reason."""
+        if self.llm is None:
+            raise EngineError("generation", "No model is loaded. Load a model first.")
+        self._abort.clear()
+        self.counter = TokenCounter()
+        finish_reason = None
+        stream = self.llm.create_chat_completion(messages=messages, stream=True, **sampling_kwargs(sampling))
+        try:
+            for chunk in stream:
+                choice = chunk["choices"][0]
+                text = choice["delta"].get("content")
+                if text:
+                    emit(text)
+                finish_reason = choice.get("finish_reason") or finish_reason
+                if self._abort.is_set():
+                    break
+        except ValueError as exc:
+            raise self._translate(exc) from exc
+        except RuntimeError as exc:
+            if self._abort.is_set():
+                finish_reason = "stopped"
+            else:
+                raise EngineError("generation", f"llama.cpp failed while generating: {exc}") from exc
+        finally:
+            stream.close()
+        if self._abort.is_set():
+            finish_reason = "stopped"
+        return self._reply_counts(finish_reason)
+
+    def _translate(self, exc: ValueError) -> EngineError:
+        match = _TOO_LONG.search(str(exc))
+        if match:
+            return EngineError("prompt_too_long", prompt_too_long_message(int(match[1]), int(match[2])))
+        return EngineError("generation", f"llama.cpp rejected the request: {exc}")
+
+    def _reply_counts(self, finish_reason: str | None) -> dict[str, Any]:
+        import llama_cpp
+
+        counter = self.counter
+        completion = counter.sampled
+        last = counter.last_token
+        if last is not None and llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, last):
+            completion -= 1
+        return {
+            "prompt_tokens": counter.prompt_tokens,
+            "completion_tokens": max(completion, 0),
+            "finish_reason": finish_reason or "stop",
+            "kv": self.kv_usage(),
+        }
+
+    def kv_usage(self) -> dict[str, int] | None:
+        if self.llm is None:
+            return None
+        import llama_cpp
+
+        memory = llama_cpp.llama_get_memory(self.llm._ctx.ctx)
+        used = int(llama_cpp.llama_memory_seq_pos_max(memory, 0)) + 1
+        return {"used_cells": max(used, 0), "total_cells": int(self.llm.n_ctx())}
+
+    def unload(self) -> None:
+        if self.llm is not None:
+            self.llm.close()
+            self.llm = None
+            self.info = {}
+
+
+def sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "min_p": sampling.min_p,
+        "repeat_penalty": sampling.repeat_penalty,
+        "max_tokens": sampling.max_tokens,
+    }
+    if sampling.seed is not None:
+        kwargs["seed"] = sampling.seed
+    return kwargs
+
+
+def _load_failure_message(path: str, architecture: str | None, exc: Exception) -> str:
+    name = os.path.basename(path)
+    if architecture:
+        return (
+            f"llama.cpp could not load {name} (architecture '{architecture}'): {exc}. "
+            "If this build does not support that architecture, update llama-cpp-python or choose another model; "
+            "the log has llama.cpp's own message."
+        )
+    return f"llama.cpp could not load {name}: {exc}. The log has llama.cpp's own message."

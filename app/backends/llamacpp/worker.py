@@ -1,0 +1,101 @@
+"""The llama.cpp worker process: ``python -m app.backends.llamacpp.worker``.
+
+It speaks JSON lines: commands on stdin, events on the original stdout. Anything native code prints
+to stdout is sent to stderr instead, so it cannot corrupt the protocol. When stdin closes (the app
+died or quit) the worker exits.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+from typing import Any, BinaryIO
+
+from app.backends.llamacpp import protocol
+from app.core.params import LoadParams, SamplingParams
+
+
+class Worker:
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._out_lock = threading.Lock()
+        self._commands: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._active_chat: int | None = None  # the id Stop must name
+        from app.backends.llamacpp.engine import LlamaEngine
+
+        self.engine = LlamaEngine()
+
+    def send(self, message: dict[str, Any]) -> None:
+        with self._out_lock:
+            self._out.write(protocol.encode(message))
+            self._out.flush()
+
+    def read_commands(self, stdin: BinaryIO) -> None:
+        """Runs on its own thread so Stop is seen while the main thread generates."""
+        for line in stdin:
+            try:
+                command = protocol.decode(line)
+            except ValueError:
+                self.send({"event": "error", "id": None, "kind": protocol.ERR_BAD_COMMAND, "message": "bad JSON"})
+                continue
+            if command.get("op") == "stop":
+                if command.get("id") == self._active_chat:
+                    self.engine.request_stop()
+                continue
+            self._commands.put(command)
+        self.engine.request_stop()
+        self._commands.put(None)
+
+    def run(self) -> None:
+        import llama_cpp
+
+        self.send({"event": "hello", "pid": os.getpid(), "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload())})
+        while (command := self._commands.get()) is not None:
+            if command.get("op") == "shutdown":
+                break
+            self._handle(command)
+        self.engine.unload()
+
+    def _handle(self, command: dict[str, Any]) -> None:
+        from app.backends.llamacpp.engine import EngineError
+
+        op, request_id = command.get("op"), command.get("id")
+        try:
+            if op == "load":
+                info = self.engine.load(command["path"], LoadParams.from_dict(command.get("params", {})))
+                self.send({"event": "loaded", "id": request_id, "info": info})
+            elif op == "chat":
+                self._chat(request_id, command)
+            elif op == "unload":
+                self.engine.unload()
+                self.send({"event": "unloaded", "id": request_id})
+            else:
+                raise EngineError(protocol.ERR_BAD_COMMAND, f"unknown command {op!r}")
+        except EngineError as exc:
+            self.send({"event": "error", "id": request_id, "kind": exc.kind, "message": str(exc)})
+
+    def _chat(self, request_id: int | None, command: dict[str, Any]) -> None:
+        self._active_chat = request_id
+        try:
+            result = self.engine.stream_chat(
+                command["messages"],
+                SamplingParams.from_dict(command.get("sampling", {})),
+                lambda text: self.send({"event": "delta", "id": request_id, "text": text}),
+            )
+        finally:
+            self._active_chat = None
+        self.send({"event": "done", "id": request_id, **result})
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # native prints go to stderr, not into the protocol
+    worker = Worker(out)
+    threading.Thread(target=worker.read_commands, args=(sys.stdin.buffer,), daemon=True).start()
+    worker.run()
+
+
+if __name__ == "__main__":
+    main()

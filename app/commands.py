@@ -1,0 +1,141 @@
+"""The CLI verbs: each returns an exit code and prints a one-line reason on failure, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from app.backends.base import BackendError
+from app.core.gguf_header import GgufFileError, read_gguf_header
+from app.core.params import LoadParams, SamplingParams
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> int:
+    print(f"llm-workstation: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    handlers = {"chat": chat, "bench": bench, "starter-model": starter_model}
+    try:
+        return handlers[args.verb](args)
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
+
+
+def chat(args: argparse.Namespace) -> int:
+    try:
+        read_gguf_header(args.model)
+    except GgufFileError as exc:
+        return fail(str(exc), EXIT_BAD_INPUT)
+    load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_gpu_layers=args.gpu_layers)
+    if problems := load.problems():
+        return fail(" ".join(problems), EXIT_BAD_INPUT)
+    sampling = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed)
+    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
+        {"role": "user", "content": args.prompt}
+    ]
+    try:
+        result = asyncio.run(_chat(args.model, load, sampling, messages))
+    except BackendError as exc:
+        print(file=sys.stdout, flush=True)
+        return fail(str(exc).replace("\n", " "))
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+async def _chat(model: str, load: LoadParams, sampling: SamplingParams, messages: list[dict[str, str]]) -> dict:
+    from app.backends.llamacpp.backend import LlamaCppBackend
+
+    backend = LlamaCppBackend()
+    try:
+        info = await backend.load(model, load)
+        if not info.chat_format_reason.startswith("Using the chat template"):
+            print(f"note: {info.chat_format_reason}", file=sys.stderr)
+        parts: list[str] = []
+        async for delta in backend.stream_chat(messages, sampling):
+            parts.append(delta.text)
+            sys.stdout.write(delta.text)
+            sys.stdout.flush()
+        print()
+        stats = backend.stats()
+        kv = backend.kv_usage()
+        return {
+            "text": "".join(parts),
+            **(stats.to_dict() if stats else {}),
+            "kv_used_cells": kv.used_cells if kv else None,
+            "n_ctx": info.n_ctx,
+            "chat_format": info.chat_format,
+            "model": info.name,
+        }
+    finally:
+        await backend.close()
+
+
+def bench(args: argparse.Namespace) -> int:
+    if args.bench_kind == "startup":
+        from app.services.startup_bench import bench_startup
+
+        return _print_report(bench_startup(args.runs), args.json, _startup_lines)
+    try:
+        read_gguf_header(args.model)
+    except GgufFileError as exc:
+        return fail(str(exc), EXIT_BAD_INPUT)
+    from app.services.bench import bench_chat
+
+    load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_threads=args.threads)
+    try:
+        report = asyncio.run(bench_chat(args.model, load, args.max_tokens, args.runs))
+    except BackendError as exc:
+        return fail(str(exc))
+    return _print_report(report, args.json, _chat_bench_lines)
+
+
+def _print_report(report: dict[str, Any], as_json: bool, lines: Any) -> int:
+    print(json.dumps(report, indent=2) if as_json else "\n".join(lines(report)))
+    return 0
+
+
+def _chat_bench_lines(r: dict[str, Any]) -> list[str]:
+    return [
+        f"model {r['model']}  n_ctx {r['n_ctx']}  max_tokens {r['max_tokens']}  runs {r['runs']} (medians)",
+        f"raw llama-cpp-python : decode {r['raw']['decode_tokens_per_s']:.1f} tok/s  TTFT {r['raw']['ttft_ms']:.1f} ms",
+        f"app (worker process) : decode {r['app']['decode_tokens_per_s']:.1f} tok/s  TTFT {r['app']['ttft_ms']:.1f} ms",
+        f"decode ratio app/raw : {r['decode_ratio']:.3f}   (target >= 0.97)",
+        f"TTFT overhead        : {r['ttft_overhead_ms']:+.1f} ms (target <= 25 ms)",
+    ]
+
+
+def _startup_lines(r: dict[str, Any]) -> list[str]:
+    return [
+        f"runs {r['runs']} (medians)",
+        f"bare Qt window shown          : {r['baseline_window_shown_s']:.3f} s",
+        f"LLM Workstation window shown  : {r['window_shown_s']:.3f} s   (target <= 1.0 s)",
+        f"ratio app/bare                : {r['ratio']:.2f}",
+        f"idle resident memory          : {r['idle_rss_mb']:.0f} MB (bare Qt: {r['baseline_rss_mb']:.0f} MB; "
+        "target <= 250 MB)",
+        f"heavy modules imported        : {', '.join(r['heavy_modules']) or 'none'}",
+    ]
+
+
+def starter_model(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from app.services.paths import app_paths
+    from app.services.starter_model import NOTE, StarterModelError, ensure_starter_model
+
+    folder = Path(args.dir) if args.dir else app_paths().models_dir
+    try:
+        path = ensure_starter_model(folder)
+    except StarterModelError as exc:
+        return fail(str(exc))
+    print(path)
+    print(NOTE, file=sys.stderr)
+    return 0

@@ -1,0 +1,93 @@
+"""The chat data model: messages, their status and the figures measured for each reply."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class MessageStatus(StrEnum):
+    COMPLETE = "complete"
+    STREAMING = "streaming"  # being generated; found again after a crash it becomes INTERRUPTED
+    STOPPED = "stopped"  # the user pressed Stop: partial reply kept
+    FAILED = "failed"  # the engine failed mid-reply: partial reply kept
+    INTERRUPTED = "interrupted"  # the app died mid-reply: partial reply kept
+
+    @property
+    def is_partial(self) -> bool:
+        return self in (MessageStatus.STOPPED, MessageStatus.FAILED, MessageStatus.INTERRUPTED)
+
+
+@dataclass
+class ReplyStats:
+    """Figures for one generated reply, measured where the app sees the tokens."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_ms: float | None = None
+    decode_tokens_per_s: float | None = None
+    total_ms: float | None = None
+    finish_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> ReplyStats | None:
+        if not data:
+            return None
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def summary(self) -> str:
+        parts = [f"{self.completion_tokens} tokens"]
+        if self.decode_tokens_per_s:
+            parts.append(f"{self.decode_tokens_per_s:.1f} tok/s")
+        if self.ttft_ms is not None:
+            parts.append(f"first token {self.ttft_ms:.0f} ms")
+        parts.append(f"prompt {self.prompt_tokens} tokens")
+        return " · ".join(parts)
+
+
+@dataclass
+class Message:
+    role: Role
+    content: str
+    status: MessageStatus = MessageStatus.COMPLETE
+    id: int | None = None
+    model: str | None = None
+    backend: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    stats: ReplyStats | None = None
+    error: str | None = None
+
+    def as_prompt(self) -> dict[str, str]:
+        return {"role": str(self.role), "content": self.content}
+
+
+@dataclass
+class Conversation:
+    title: str = "New chat"
+    system_prompt: str = ""
+    messages: list[Message] = field(default_factory=list)
+    id: int | None = None
+    updated_at: float = 0.0
+
+    def prompt_messages(self) -> list[dict[str, str]]:
+        """The messages sent to a model: the system prompt, then every non-empty turn."""
+        out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt.strip() else []
+        out.extend(m.as_prompt() for m in self.messages if m.content or m.role is Role.USER)
+        return out
+
+
+def title_from(text: str, limit: int = 48) -> str:
+    """A chat title made from the first user message."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

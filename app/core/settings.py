@@ -1,0 +1,84 @@
+"""The typed, versioned settings schema and its JSON file format."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.core.params import LoadParams, SamplingParams
+
+SETTINGS_VERSION = 1
+MAX_RECENT_MODELS = 10
+
+
+class SettingsError(ValueError):
+    """The settings file cannot be used; the message says what to do."""
+
+
+@dataclass
+class Settings:
+    model_folders: list[str] = field(default_factory=list)
+    load: LoadParams = field(default_factory=LoadParams)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    system_prompt: str = ""
+    recent_models: list[str] = field(default_factory=list)
+    log_level: str = "INFO"
+
+    def remember_model(self, path: str) -> None:
+        self.recent_models = [path] + [p for p in self.recent_models if p != path]
+        del self.recent_models[MAX_RECENT_MODELS:]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": SETTINGS_VERSION,
+            "model_folders": list(self.model_folders),
+            "load": self.load.to_dict(),
+            "sampling": self.sampling.to_dict(),
+            "system_prompt": self.system_prompt,
+            "recent_models": list(self.recent_models),
+            "log_level": self.log_level,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Settings:
+        version = data.get("version", SETTINGS_VERSION)
+        if not isinstance(version, int) or version > SETTINGS_VERSION:
+            raise SettingsError(
+                f"The settings file is from a newer version of LLM Workstation (schema {version}); "
+                "update the app or remove the file to start with defaults."
+            )
+        try:
+            return cls(
+                model_folders=[str(p) for p in data.get("model_folders", [])],
+                load=LoadParams.from_dict(data.get("load", {})),
+                sampling=SamplingParams.from_dict(data.get("sampling", {})),
+                system_prompt=str(data.get("system_prompt", "")),
+                recent_models=[str(p) for p in data.get("recent_models", [])],
+                log_level=str(data.get("log_level", "INFO")),
+            )
+        except (TypeError, AttributeError) as exc:
+            raise SettingsError(f"The settings file has a value of the wrong type ({exc}).") from exc
+
+
+def load_settings(path: Path) -> Settings:
+    """Read settings; a missing file gives defaults, a broken one raises SettingsError."""
+    if not path.exists():
+        return Settings()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SettingsError(f"Cannot read the settings file {path}: {exc}. Fix or remove it.") from exc
+    if not isinstance(data, dict):
+        raise SettingsError(f"The settings file {path} does not hold a JSON object. Fix or remove it.")
+    return Settings.from_dict(data)
+
+
+def save_settings(settings: Settings, path: Path) -> None:
+    """Write atomically so a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(settings.to_dict(), indent=2), encoding="utf-8")
+    os.replace(tmp, path)

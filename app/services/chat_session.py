@@ -1,0 +1,173 @@
+"""One conversation driven against a backend: send, stream, stop, regenerate, edit — always saved.
+
+Qt-free: the chat panel observes it through ``ChatObserver``; the CLI and tests can drive it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from app.backends.base import Backend, BackendError
+from app.core.chat import Conversation, Message, MessageStatus, Role, title_from
+from app.core.params import SamplingParams
+from app.services.conversations import AsyncConversationStore
+
+log = logging.getLogger(__name__)
+
+PARTIAL_SAVE_INTERVAL_S = 1.5
+
+
+class ChatObserver:
+    """Override what you need; every call happens on the event loop's thread."""
+
+    def conversation_changed(self, conversation: Conversation) -> None: ...
+
+    def reply_started(self, message: Message) -> None: ...
+
+    def reply_delta(self, text: str) -> None: ...
+
+    def reply_finished(self, message: Message) -> None: ...
+
+    def failed(self, text: str) -> None: ...
+
+
+class ChatSession:
+    def __init__(
+        self,
+        store: AsyncConversationStore,
+        backend: Backend,
+        sampling: Callable[[], SamplingParams],
+        observer: ChatObserver | None = None,
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self._sampling = sampling
+        self.observer = observer or ChatObserver()
+        self.conversation: Conversation | None = None
+        self.generating = False
+
+    async def open(self, conversation_id: int) -> Conversation:
+        self.conversation = await self.store.load(conversation_id)
+        self.observer.conversation_changed(self.conversation)
+        return self.conversation
+
+    async def new(self, system_prompt: str = "") -> Conversation:
+        self.conversation = await self.store.create(system_prompt=system_prompt)
+        self.observer.conversation_changed(self.conversation)
+        return self.conversation
+
+    async def set_system_prompt(self, text: str) -> None:
+        conversation = await self._current()
+        if conversation.system_prompt != text:
+            conversation.system_prompt = text
+            assert conversation.id is not None
+            await self.store.set_system_prompt(conversation.id, text)
+
+    async def send(self, text: str) -> Message | None:
+        """Save the user's message, then generate and save the reply. Returns the reply."""
+        conversation = await self._current()
+        assert conversation.id is not None
+        user = await self.store.append_message(conversation.id, Message(Role.USER, text))
+        conversation.messages.append(user)
+        if conversation.title == "New chat":
+            conversation.title = title_from(text)
+            await self.store.rename(conversation.id, conversation.title)
+        self.observer.conversation_changed(conversation)
+        return await self._generate()
+
+    async def regenerate(self) -> Message | None:
+        """Replace the last reply with a new one."""
+        conversation = await self._current()
+        last = conversation.messages[-1] if conversation.messages else None
+        if last is not None and last.role is Role.ASSISTANT:
+            await self._truncate_from(len(conversation.messages) - 1)
+        if not conversation.messages:
+            return None
+        self.observer.conversation_changed(conversation)
+        return await self._generate()
+
+    async def edit_and_resend(self, index: int, text: str) -> Message | None:
+        """Replace the user message at ``index`` (dropping everything after it) and answer it anew."""
+        conversation = await self._current()
+        if not (0 <= index < len(conversation.messages)) or conversation.messages[index].role is not Role.USER:
+            raise ValueError(f"message {index} is not a user message")
+        await self._truncate_from(index)
+        return await self.send(text)
+
+    def stop(self) -> None:
+        stop = getattr(self.backend, "stop", None)
+        if self.generating and stop is not None:
+            stop()
+
+    async def _current(self) -> Conversation:
+        if self.conversation is None:
+            await self.new()
+        assert self.conversation is not None
+        return self.conversation
+
+    async def _truncate_from(self, index: int) -> None:
+        conversation = await self._current()
+        message = conversation.messages[index]
+        assert conversation.id is not None and message.id is not None
+        await self.store.truncate_after(conversation.id, message.id, inclusive=True)
+        del conversation.messages[index:]
+
+    async def _generate(self) -> Message | None:
+        if self.generating:
+            raise BackendError("A reply is already being generated. Stop it first.")
+        conversation = await self._current()
+        assert conversation.id is not None
+        sampling = self._sampling()
+        prompt = conversation.prompt_messages()
+        reply = self._new_reply(sampling)
+        await self.store.append_message(conversation.id, reply)
+        conversation.messages.append(reply)
+        self.generating = True
+        self.observer.reply_started(reply)
+        try:
+            await self._stream_into(reply, prompt, sampling)
+        finally:
+            try:
+                await self.store.update_message(reply)
+            finally:
+                self.generating = False
+                self.observer.reply_finished(reply)
+        return reply
+
+    def _new_reply(self, sampling: SamplingParams) -> Message:
+        model = self.backend.model
+        settings = {**sampling.to_dict(), "n_ctx": model.n_ctx if model else None}
+        return Message(
+            Role.ASSISTANT, "", MessageStatus.STREAMING, model=model.name if model else None,
+            backend=self.backend.kind, settings=settings,
+        )  # fmt: skip
+
+    async def _stream_into(self, reply: Message, prompt: list[dict[str, str]], sampling: SamplingParams) -> None:
+        parts: list[str] = []
+        saving: asyncio.Task[None] | None = None
+        last_save = time.monotonic()
+        try:
+            async for delta in self.backend.stream_chat(prompt, sampling):
+                parts.append(delta.text)
+                self.observer.reply_delta(delta.text)
+                if time.monotonic() - last_save >= PARTIAL_SAVE_INTERVAL_S and (saving is None or saving.done()):
+                    reply.content = "".join(parts)
+                    saving = asyncio.ensure_future(self.store.update_message(reply))
+                    last_save = time.monotonic()
+            stats = self.backend.stats()
+            reply.stats = stats
+            stopped = stats is not None and stats.finish_reason == "stopped"
+            reply.status = MessageStatus.STOPPED if stopped else MessageStatus.COMPLETE
+        except BackendError as exc:  # GenerationError included: the partial reply stays in ``parts``
+            reply.status, reply.error = MessageStatus.FAILED, str(exc)
+            self.observer.failed(str(exc))
+        except asyncio.CancelledError:
+            reply.status = MessageStatus.STOPPED
+            raise
+        finally:
+            reply.content = "".join(parts)
+            if saving is not None:
+                await asyncio.shield(saving)

@@ -1,0 +1,94 @@
+"""Starting the GUI: QApplication, the qasync event loop, logging, the error hook and the main window."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.main_window import MainWindow
+
+PROCESS_STARTED = time.time()
+STARTUP_REPORT_ENV = "LLMW_STARTUP_REPORT"
+HEAVY_MODULES = ("llama_cpp", "vllm", "torch", "pynvml")
+
+
+def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
+    if screenshot or smoke:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    import qasync
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication
+
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.context import AppContext
+    from app.ui.errors import handle_loop_exception, install_exception_hook
+    from app.ui.main_window import WINDOW_CLASS, MainWindow
+    from app.ui.resources import app_icon_path
+
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("LLM Workstation")
+    app.setDesktopFileName(WINDOW_CLASS)
+    app.setWindowIcon(QIcon(str(app_icon_path())))
+    paths = app_paths().ensure()
+    buffer = install_logging("INFO", paths.log_file)
+    context = AppContext.create(paths, buffer)
+    logging.getLogger("app").setLevel(context.settings.log_level)
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    loop.set_exception_handler(handle_loop_exception)
+    window = MainWindow(context)
+    install_exception_hook(lambda: window)
+    window.show()
+    with loop:
+        if screenshot or smoke:
+            return loop.run_until_complete(_render_once(app, window, screenshot))
+        loop.run_until_complete(_run_until_quit(app, window))
+    return 0
+
+
+async def _run_until_quit(app: QApplication, window: MainWindow) -> None:
+    closed = asyncio.Event()
+    app.aboutToQuit.connect(closed.set)
+    window.chat_panel.start()
+    await closed.wait()
+
+
+async def _render_once(app: QApplication, window: MainWindow, screenshot: str | None) -> int:
+    """Let the window finish its start-up, then save a screenshot or a start-up report, and close."""
+    app.processEvents()
+    shown_at = time.time()
+    await asyncio.wait_for(window.chat_panel.start(), 10)
+    await asyncio.sleep(0.3)  # idle a moment: the memory figure is the settled, idle window's
+    app.processEvents()
+    _write_startup_report(shown_at)
+    if screenshot:
+        window.grab().save(screenshot)
+    await window.chat_panel.shutdown()
+    return 0
+
+
+def _write_startup_report(shown: float) -> None:
+    """For ``bench startup``: when the window was shown, how much memory the idle process holds."""
+    target = os.environ.get(STARTUP_REPORT_ENV)
+    if not target:
+        return
+    import psutil
+
+    report = {
+        "window_shown_s": shown - PROCESS_STARTED,
+        "window_shown_at": shown,
+        "rss_bytes": psutil.Process().memory_info().rss,
+        "heavy_modules": [name for name in HEAVY_MODULES if name in sys.modules],
+    }
+    with open(target, "w", encoding="utf-8") as out:
+        json.dump(report, out)

@@ -1,0 +1,155 @@
+"""The main window: navigation, the panels, the status bar, the log dock and the menus."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QHBoxLayout,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QStackedWidget,
+    QStyle,
+    QWidget,
+)
+
+from app import __version__
+from app.core.settings import Settings, save_settings
+from app.ui.chat_panel import ChatPanel
+from app.ui.context import AppContext
+from app.ui.dialogs.settings_dialog import SettingsDialog
+from app.ui.info_panel import PANELS, InfoPanel
+from app.ui.log_viewer import LogViewer
+from app.ui.status_bar import AppStatusBar
+from app.ui.tasks import spawn
+
+WINDOW_CLASS = "llm-workstation"
+
+_NAV_ICONS = {
+    "Chat": QStyle.StandardPixmap.SP_MessageBoxInformation,
+    "Models": QStyle.StandardPixmap.SP_DriveHDIcon,
+    "Modelfiles": QStyle.StandardPixmap.SP_FileDialogDetailedView,
+    "Batch": QStyle.StandardPixmap.SP_FileDialogListView,
+    "Monitor": QStyle.StandardPixmap.SP_ComputerIcon,
+}
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, context: AppContext) -> None:
+        super().__init__()
+        self.context = context
+        self.setWindowTitle("LLM Workstation")
+        self.setObjectName("MainWindow")
+        self.resize(1200, 780)
+        self.status = AppStatusBar(self)
+        self.setStatusBar(self.status)
+        self.chat_panel = ChatPanel(context, self.status, self)
+        self._build_central()
+        self._build_log_dock()
+        self._build_menus()
+        self._settings_dialog: SettingsDialog | None = None
+        self._closing = False
+        if context.settings_problem:
+            self.chat_panel.show_notice(context.settings_problem + " Default settings are used for now.")
+
+    def _build_central(self) -> None:
+        self.nav = QListWidget()
+        self.nav.setIconSize(QSize(20, 20))
+        self.nav.setFixedWidth(150)
+        self.pages = QStackedWidget()
+        for name in _NAV_ICONS:
+            item = QListWidgetItem(self.style().standardIcon(_NAV_ICONS[name]), name)
+            self.nav.addItem(item)
+            page = self.chat_panel if name == "Chat" else InfoPanel(name, *PANELS[name])
+            page.setObjectName(f"{name.lower()}_page")
+            self.pages.addWidget(page)
+        self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
+        self.nav.setCurrentRow(0)
+        central = QWidget()
+        layout = QHBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.nav)
+        layout.addWidget(self.pages, 1)
+        self.setCentralWidget(central)
+
+    def _build_log_dock(self) -> None:
+        self.log_viewer = LogViewer(self.context.log_buffer)
+        self.log_dock = QDockWidget("Log", self)
+        self.log_dock.setObjectName("log_dock")
+        self.log_dock.setWidget(self.log_viewer)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
+        self.log_dock.hide()
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        open_keys = QKeySequence(QKeySequence.StandardKey.Open)
+        self._action(file_menu, "&Open model…", self.chat_panel.choose_model_file, open_keys)
+        self._action(file_menu, "&New chat", self.chat_panel.new_chat, QKeySequence("Ctrl+N"))
+        file_menu.addSeparator()
+        self._action(file_menu, "&Settings…", self.open_settings, QKeySequence("Ctrl+,"))
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence(QKeySequence.StandardKey.Quit))
+        view_menu = self.menuBar().addMenu("&View")
+        toggle_log = self.log_dock.toggleViewAction()
+        toggle_log.setText("&Log")
+        toggle_log.setShortcut(QKeySequence("Ctrl+L"))
+        view_menu.addAction(toggle_log)
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&About LLM Workstation", self.show_about)
+
+    def _action(
+        self, menu: QMenu, text: str, slot: Callable[[], object], shortcut: QKeySequence | None = None
+    ) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        self.addAction(action)
+        return action
+
+    def open_settings(self) -> None:
+        self._settings_dialog = SettingsDialog(self.context.settings, self)
+        self._settings_dialog.settings_saved.connect(self.apply_settings)
+        self._settings_dialog.open()
+
+    def apply_settings(self, settings: Settings) -> None:
+        self.context.settings = settings
+        self.context.settings_problem = None
+        self.chat_panel.settings_changed()
+        spawn(self.save_settings(), "save settings")
+
+    async def save_settings(self) -> None:
+        snapshot = copy.deepcopy(self.context.settings)
+        await asyncio.get_running_loop().run_in_executor(
+            None, save_settings, snapshot, self.context.paths.settings_file
+        )
+
+    def show_about(self) -> None:
+        box = QMessageBox(self)
+        box.setWindowTitle("About LLM Workstation")
+        box.setText(
+            f"<b>LLM Workstation {__version__}</b><br>Run large language models on your own machine: "
+            "llama.cpp chat, vLLM serving, a live VRAM and KV-page monitor, Ollama Modelfiles as presets."
+        )
+        box.open()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self._closing or self.chat_panel.closed or not asyncio.get_event_loop().is_running():
+            event.accept()
+            return
+        event.ignore()
+        self._closing = True
+        spawn(self._shutdown(), "shutdown")
+
+    async def _shutdown(self) -> None:
+        await self.chat_panel.shutdown()
+        self.close()

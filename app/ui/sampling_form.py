@@ -1,0 +1,70 @@
+"""Sampling controls for the chat panel: temperature, top_p, top_k, min_p, repeat penalty, max tokens, seed."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QSpinBox, QWidget
+
+from app.core.params import SamplingParams
+
+
+def _double(low: float, high: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(low, high)
+    box.setSingleStep(step)
+    box.setDecimals(decimals)
+    return box
+
+
+class SamplingForm(QWidget):
+    changed = Signal()
+
+    def __init__(self, params: SamplingParams, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.temperature = _double(0.0, 2.0, 0.05)
+        self.top_p = _double(0.0, 1.0, 0.01)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 1000)
+        self.min_p = _double(0.0, 1.0, 0.01)
+        self.repeat_penalty = _double(0.5, 2.0, 0.01)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(0, 1_000_000)
+        self.max_tokens.setSpecialValueText("until context is full")
+        self.seed = QSpinBox()
+        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setSpecialValueText("random")
+        form = QFormLayout(self)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top P", self.top_p)
+        form.addRow("Top K", self.top_k)
+        form.addRow("Min P", self.min_p)
+        form.addRow("Repeat penalty", self.repeat_penalty)
+        form.addRow("Max tokens", self.max_tokens)
+        form.addRow("Seed", self.seed)
+        self.temperature.setToolTip("0 always picks the most likely token; higher values vary more.")
+        self.seed.setToolTip("The same seed and settings give the same reply.")
+        self.set_params(params)
+        for box in (self.temperature, self.top_p, self.min_p, self.repeat_penalty):
+            box.valueChanged.connect(self.changed)
+        for spin in (self.top_k, self.max_tokens, self.seed):
+            spin.valueChanged.connect(self.changed)
+
+    def set_params(self, params: SamplingParams) -> None:
+        self.temperature.setValue(params.temperature)
+        self.top_p.setValue(params.top_p)
+        self.top_k.setValue(params.top_k)
+        self.min_p.setValue(params.min_p)
+        self.repeat_penalty.setValue(params.repeat_penalty)
+        self.max_tokens.setValue(params.max_tokens or 0)
+        self.seed.setValue(-1 if params.seed is None else params.seed)
+
+    def params(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature.value(),
+            top_p=self.top_p.value(),
+            top_k=self.top_k.value(),
+            min_p=self.min_p.value(),
+            repeat_penalty=self.repeat_penalty.value(),
+            max_tokens=self.max_tokens.value() or None,
+            seed=None if self.seed.value() < 0 else self.seed.value(),
+        )

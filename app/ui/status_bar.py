@@ -1,0 +1,43 @@
+"""The status bar: backend state, loaded model, context used and the last reply's speed."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+
+from app.backends.base import BackendState, KvUsage, ModelInfo
+from app.core.chat import ReplyStats
+
+
+class AppStatusBar(QStatusBar):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.backend_label = QLabel("llama.cpp: stopped")
+        self.model_label = QLabel("No model loaded")
+        self.context_label = QLabel("Context: –")
+        self.speed_label = QLabel("Last reply: –")
+        for label in (self.backend_label, self.model_label, self.context_label, self.speed_label):
+            label.setContentsMargins(6, 0, 6, 0)
+            self.addPermanentWidget(label)
+        self.context_label.setToolTip("Tokens in the context (KV cells used) / context size (n_ctx)")
+
+    def show_state(self, state: BackendState) -> None:
+        self.backend_label.setText(f"llama.cpp: {state.kind}")
+        self.backend_label.setToolTip(state.detail)
+
+    def show_model(self, model: ModelInfo | None) -> None:
+        self.model_label.setText(model.name if model else "No model loaded")
+        self.model_label.setToolTip(model.path if model else "")
+        if model is None:
+            self.context_label.setText("Context: –")
+
+    def show_kv(self, kv: KvUsage | None) -> None:
+        if kv is None:
+            self.context_label.setText("Context: –")
+            return
+        self.context_label.setText(f"Context: {kv.used_cells:,} / {kv.total_cells:,} ({kv.fraction:.0%})")
+
+    def show_stats(self, stats: ReplyStats | None) -> None:
+        if stats is None or not stats.decode_tokens_per_s:
+            return
+        self.speed_label.setText(f"Last reply: {stats.decode_tokens_per_s:.1f} tok/s")
+        self.speed_label.setToolTip(stats.summary())

@@ -1,0 +1,73 @@
+"""Test-wide setup: Qt offscreen, an isolated app home, and the tiny GGUF fixtures."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """Every test gets its own config/data/cache folders."""
+    home = tmp_path / "llmw-home"
+    monkeypatch.setenv("LLMW_HOME", str(home))
+    return home
+
+
+# --- Tiny GGUF model files (tests/gguf_factory.py), written once per test session ---------------------------------
+
+
+@pytest.fixture(scope="session")
+def _gguf_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(_gguf_dir):
+    """A loadable tiny llama GGUF (random weights, real BPE tokenizer) with a ChatML chat template."""
+    from tests.gguf_factory import write_tiny_gguf
+
+    return write_tiny_gguf(_gguf_dir / "tiny-chatml.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf_no_template(_gguf_dir):
+    """Like ``tiny_gguf`` but without ``tokenizer.chat_template``."""
+    from tests.gguf_factory import write_tiny_gguf
+
+    return write_tiny_gguf(_gguf_dir / "tiny-no-template.gguf", chat_template=None, name="tiny-no-template")
+
+
+@pytest.fixture(scope="session")
+def bad_arch_gguf(_gguf_dir):
+    """A well-formed GGUF whose architecture ('nosucharch') llama.cpp cannot load."""
+    from tests.gguf_factory import write_unknown_architecture_gguf
+
+    return write_unknown_architecture_gguf(_gguf_dir / "bad-arch.gguf")
+
+
+@pytest.fixture(scope="session")
+def truncated_gguf(_gguf_dir):
+    """A tiny GGUF cut in half: valid header and metadata, missing tensor data."""
+    from tests.gguf_factory import write_truncated_gguf
+
+    return write_truncated_gguf(_gguf_dir / "truncated.gguf")
+
+
+@pytest.fixture(scope="session")
+def not_a_gguf(_gguf_dir):
+    """A text file named like a model (``.gguf``)."""
+    from tests.gguf_factory import write_not_gguf
+
+    return write_not_gguf(_gguf_dir / "not-a-model.gguf")
+
+
+@pytest.fixture(scope="session")
+def long_context_gguf(_gguf_dir):
+    """A tiny chat model with an 8k training context: greedy decoding runs to max_tokens, for stop/kill tests."""
+    from tests.gguf_factory import write_tiny_gguf
+
+    return write_tiny_gguf(_gguf_dir / "tiny-8k.gguf", context_length=8192, name="tiny-8k", never_eos=True)

@@ -1,0 +1,387 @@
+"""The conversation store: real SQLite files in tmp_path, including a process killed mid-reply."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from app.core.chat import Message, MessageStatus, ReplyStats, Role
+from app.services.conversations import (
+    SCHEMA_VERSION,
+    AsyncConversationStore,
+    ConversationStore,
+    ConversationStoreError,
+    NotFoundError,
+    migrate,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITER = Path(__file__).with_name("conversation_writer.py")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "history" / "conversations.sqlite3"
+
+
+@pytest.fixture
+def store(db: Path):
+    with ConversationStore(db) as opened:
+        yield opened
+
+
+def _chat(store: ConversationStore, *texts: str) -> tuple[int, list[Message]]:
+    """A conversation alternating user and assistant messages with the given texts."""
+    conversation = store.create()
+    assert conversation.id is not None
+    roles = [Role.USER, Role.ASSISTANT]
+    messages = [store.append_message(conversation.id, Message(roles[i % 2], t)) for i, t in enumerate(texts)]
+    return conversation.id, messages
+
+
+def _contents(store: ConversationStore, conversation_id: int) -> list[str]:
+    return [m.content for m in store.load(conversation_id).messages]
+
+
+# --- round trips and ordering ---------------------------------------------------------------------------------
+
+
+def test_round_trip_keeps_every_field(store: ConversationStore, db: Path) -> None:
+    conversation = store.create("Physics", system_prompt="Be brief.")
+    assert conversation.id is not None
+    user = store.append_message(conversation.id, Message(Role.USER, "What is a boson?"))
+    stats = ReplyStats(
+        prompt_tokens=12,
+        completion_tokens=30,
+        ttft_ms=85.5,
+        decode_tokens_per_s=41.2,
+        total_ms=800.0,
+        finish_reason="stop",
+    )
+    reply = Message(
+        Role.ASSISTANT,
+        "A particle with integer spin.",
+        model="gemma-3-270m",
+        backend="llama.cpp",
+        settings={"temperature": 0.7, "stop": ["</s>"]},
+        stats=stats,
+    )
+    store.append_message(conversation.id, reply)
+    failed = Message(Role.ASSISTANT, "Half a rep", MessageStatus.FAILED, error="engine crashed")
+    store.append_message(conversation.id, failed)
+    assert user.id is not None and reply.id is not None and len({user.id, reply.id, failed.id}) == 3
+    store.close()
+
+    with ConversationStore(db) as reopened:
+        loaded = reopened.load(conversation.id)
+    assert (loaded.id, loaded.title, loaded.system_prompt) == (conversation.id, "Physics", "Be brief.")
+    assert loaded.updated_at >= conversation.updated_at
+    assert loaded.messages == [user, reply, failed]
+    assert loaded.messages[1].stats == stats
+    assert loaded.messages[0].stats is None
+    assert loaded.messages[2].status is MessageStatus.FAILED and loaded.messages[2].error == "engine crashed"
+
+
+def test_messages_keep_their_order(store: ConversationStore) -> None:
+    texts = [f"turn {i}" for i in range(12)]
+    conversation_id, _ = _chat(store, *texts)
+    assert _contents(store, conversation_id) == texts
+
+
+def test_list_is_newest_first_and_activity_moves_a_chat_up(store: ConversationStore) -> None:
+    first, second, _third = (store.create(title) for title in ("first", "second", "third"))
+    assert [row[1] for row in store.list_conversations()] == ["third", "second", "first"]
+
+    assert first.id is not None and second.id is not None
+    store.append_message(first.id, Message(Role.USER, "hello again"))
+    assert [row[1] for row in store.list_conversations()] == ["first", "third", "second"]
+
+    store.rename(second.id, "renamed")  # a rename is not activity: it stays where it is
+    rows = store.list_conversations()
+    assert [row[1] for row in rows] == ["first", "third", "renamed"]
+    assert rows[0][0] == first.id and isinstance(rows[0][2], float)
+    assert rows[0][2] > rows[1][2] > rows[2][2]
+
+    store.set_system_prompt(second.id, "You are a pirate.")
+    assert store.list_conversations()[0][0] == second.id
+    assert store.load(second.id).system_prompt == "You are a pirate."
+
+
+def test_update_message_saves_streaming_progress_and_final_state(store: ConversationStore, db: Path) -> None:
+    conversation_id, _ = _chat(store, "Count to three")
+    reply = store.append_message(conversation_id, Message(Role.ASSISTANT, "", MessageStatus.STREAMING))
+    reply.content = "one, two"
+    store.update_message(reply)
+    assert store.load(conversation_id).messages[1].content == "one, two"
+
+    reply.content, reply.status = "one, two, three", MessageStatus.COMPLETE
+    reply.stats, reply.model, reply.backend = ReplyStats(completion_tokens=5), "m", "vllm"
+    reply.settings = {"top_p": 0.9}
+    store.update_message(reply)
+    store.close()
+    with ConversationStore(db) as reopened:
+        assert reopened.load(conversation_id).messages[1] == reply
+
+
+# --- truncation, deletion, recovery ---------------------------------------------------------------------------
+
+
+def test_truncate_after_keeps_or_drops_the_given_message(store: ConversationStore) -> None:
+    conversation_id, messages = _chat(store, "u1", "a1", "u2", "a2", "u3", "a3")
+    other_id, _ = _chat(store, "other u", "other a")
+    assert messages[2].id is not None and messages[3].id is not None
+
+    # Regenerate: keep the user turn, drop the reply and everything after it.
+    assert store.truncate_after(conversation_id, messages[2].id, inclusive=False) == 3
+    assert _contents(store, conversation_id) == ["u1", "a1", "u2"]
+
+    # Edit an earlier user message and resend: it goes too, and new messages follow on.
+    assert messages[1].id is not None
+    assert store.truncate_after(conversation_id, messages[1].id, inclusive=True) == 2
+    assert _contents(store, conversation_id) == ["u1"]
+    store.append_message(conversation_id, Message(Role.ASSISTANT, "a1 again"))
+    assert _contents(store, conversation_id) == ["u1", "a1 again"]
+
+    assert _contents(store, other_id) == ["other u", "other a"]
+    with pytest.raises(NotFoundError):  # a message of another conversation
+        store.truncate_after(other_id, messages[0].id or 0, inclusive=True)
+    with pytest.raises(NotFoundError):  # a message already removed
+        store.truncate_after(conversation_id, messages[3].id, inclusive=False)
+
+
+def test_delete_cascades_to_messages(store: ConversationStore, db: Path) -> None:
+    doomed, _ = _chat(store, "a", "b", "c")
+    kept, _ = _chat(store, "d")
+    store.delete(doomed)
+    store.delete(doomed)  # deleting twice is harmless
+    assert [row[0] for row in store.list_conversations()] == [kept]
+    with pytest.raises(NotFoundError):
+        store.load(doomed)
+    with closing(sqlite3.connect(db, isolation_level=None)) as raw:
+        assert raw.execute("SELECT COUNT(*) FROM messages WHERE conversation_id = ?", (doomed,)).fetchone()[0] == 0
+        assert raw.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 1
+
+
+def test_recover_interrupted_marks_only_streaming_replies(store: ConversationStore) -> None:
+    conversation_id, _ = _chat(store, "q1", "done")
+    for status in (MessageStatus.STREAMING, MessageStatus.STOPPED, MessageStatus.STREAMING):
+        store.append_message(conversation_id, Message(Role.ASSISTANT, "partial", status))
+    assert store.recover_interrupted() == 2
+    statuses = [m.status for m in store.load(conversation_id).messages]
+    assert statuses == [
+        MessageStatus.COMPLETE,
+        MessageStatus.COMPLETE,
+        MessageStatus.INTERRUPTED,
+        MessageStatus.STOPPED,
+        MessageStatus.INTERRUPTED,
+    ]
+    assert store.recover_interrupted() == 0
+
+
+def test_unknown_ids_and_misuse_raise_clear_errors(store: ConversationStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.load(999)
+    with pytest.raises(NotFoundError):
+        store.rename(999, "x")
+    with pytest.raises(NotFoundError):
+        store.append_message(999, Message(Role.USER, "lost"))
+    with pytest.raises(NotFoundError):
+        store.update_message(Message(Role.USER, "ghost", id=999))
+    with pytest.raises(ValueError, match="append_message"):
+        store.update_message(Message(Role.USER, "never stored"))
+    conversation_id, messages = _chat(store, "once")
+    with pytest.raises(ValueError, match="already stored"):
+        store.append_message(conversation_id, messages[0])
+    store.close()
+    store.close()
+    with pytest.raises(ConversationStoreError, match="closed"):
+        store.list_conversations()
+
+
+def test_concurrent_threads_are_serialised(store: ConversationStore) -> None:
+    conversation_id, _ = _chat(store)
+
+    def writer(n: int) -> None:
+        for i in range(25):
+            store.append_message(conversation_id, Message(Role.USER, f"{n}-{i}"))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    contents = _contents(store, conversation_id)
+    assert sorted(contents) == sorted(f"{n}-{i}" for n in range(4) for i in range(25))
+
+
+# --- the file: WAL, schema, damage ----------------------------------------------------------------------------
+
+
+def test_wal_mode_and_schema_version(store: ConversationStore, db: Path) -> None:
+    _chat(store, "hello")
+    with closing(sqlite3.connect(db, isolation_level=None)) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 1
+        assert migrate(raw) == SCHEMA_VERSION  # already current: nothing to do
+
+
+def test_corrupt_file_raises_and_is_left_untouched(db: Path) -> None:
+    db.parent.mkdir(parents=True)
+    garbage = b"definitely not an sqlite database\n" * 200
+    db.write_bytes(garbage)
+    with pytest.raises(ConversationStoreError, match="move it aside") as caught:
+        ConversationStore(db)
+    assert str(db) in str(caught.value)
+    assert db.read_bytes() == garbage
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name]
+
+
+def test_damaged_pages_raise_and_the_file_is_left_untouched(db: Path) -> None:
+    with ConversationStore(db) as store:
+        for i in range(20):
+            _chat(store, f"question {i} " * 200, f"answer {i} " * 200)
+    data = bytearray(db.read_bytes())
+    page = 4096
+    assert len(data) > 4 * page
+    data[page : len(data)] = bytes(range(256)) * ((len(data) - page) // 256) + b"\x00" * ((len(data) - page) % 256)
+    db.write_bytes(bytes(data))
+    with pytest.raises(ConversationStoreError, match="damaged"):
+        ConversationStore(db)
+    assert db.read_bytes() == bytes(data)
+
+
+def test_newer_schema_is_refused_and_left_untouched(db: Path) -> None:
+    ConversationStore(db).close()
+    with closing(sqlite3.connect(db, isolation_level=None)) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = db.read_bytes()
+    with pytest.raises(ConversationStoreError, match="newer version"):
+        ConversationStore(db)
+    assert db.read_bytes() == before
+
+
+def test_unopenable_path_raises(tmp_path: Path) -> None:
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(ConversationStoreError, match=str(folder.name)):
+        ConversationStore(folder)
+
+
+# --- asyncio wrapper ------------------------------------------------------------------------------------------
+
+
+class _ThreadRecordingStore(ConversationStore):
+    """A real store that notes which thread each read runs on."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.threads: set[int] = set()
+        self.gate = threading.Event()  # list_conversations waits for it, holding up the worker
+        self.gate.set()
+
+    def list_conversations(self) -> list[tuple[int, str, float]]:
+        self.threads.add(threading.get_ident())
+        assert self.gate.wait(timeout=10)
+        return super().list_conversations()
+
+    def load(self, conversation_id: int):
+        self.threads.add(threading.get_ident())
+        return super().load(conversation_id)
+
+
+def test_async_wrapper_runs_every_call_on_one_worker_thread(db: Path) -> None:
+    store = _ThreadRecordingStore(db)
+
+    async def scenario() -> None:
+        wrapped = AsyncConversationStore(store)
+        conversation = await wrapped.create("async", "sys")
+        assert conversation.id is not None
+        user = Message(Role.USER, "hi")
+        assert await wrapped.append_message(conversation.id, user) is user and user.id is not None
+        reply = await wrapped.append_message(conversation.id, Message(Role.ASSISTANT, "", MessageStatus.STREAMING))
+        # Hold the worker up, queue a save, then change the message before the save runs: the save
+        # must keep the text the message held when the call started.
+        store.gate.clear()
+        busy = asyncio.ensure_future(wrapped.list_conversations())
+        reply.content = "partial"
+        saving = asyncio.ensure_future(wrapped.update_message(reply))
+        await asyncio.sleep(0.05)
+        reply.content = "changed after the call"
+        store.gate.set()
+        await asyncio.gather(busy, saving)
+        assert (await wrapped.load(conversation.id)).messages[1].content == "partial"
+        assert await wrapped.recover_interrupted() == 1
+        await wrapped.rename(conversation.id, "renamed")
+        await wrapped.set_system_prompt(conversation.id, "new")
+        assert user.id is not None
+        assert await wrapped.truncate_after(conversation.id, user.id, inclusive=False) == 1
+        assert [row[1] for row in await wrapped.list_conversations()] == ["renamed"]
+        await wrapped.delete(conversation.id)
+        assert await wrapped.list_conversations() == []
+        await wrapped.aclose()
+        await wrapped.aclose()
+        with pytest.raises(ConversationStoreError, match="closed"):
+            await wrapped.list_conversations()
+
+    asyncio.run(scenario())
+    assert len(store.threads) == 1
+    assert threading.get_ident() not in store.threads
+    with pytest.raises(ConversationStoreError, match="closed"):
+        store.list_conversations()
+
+
+def test_async_open_reports_a_damaged_file(db: Path) -> None:
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"garbage" * 100)
+
+    async def scenario() -> None:
+        with pytest.raises(ConversationStoreError, match="move it aside"):
+            await AsyncConversationStore.open(db)
+        async with await AsyncConversationStore.open(db.with_name("fresh.sqlite3")) as fresh:
+            assert await fresh.list_conversations() == []
+
+    asyncio.run(scenario())
+
+
+# --- a process killed mid-reply -------------------------------------------------------------------------------
+
+
+def test_committed_messages_survive_the_process_being_killed(db: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(
+        [sys.executable, str(WRITER), str(db)], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        assert proc.stdout.readline().strip() == "streaming"
+        time.sleep(0.3)  # let it save a few more partial replies
+        assert proc.poll() is None, "the writer finished before it could be killed"
+    finally:
+        proc.kill()  # SIGKILL on POSIX: no clean-up, no checkpoint
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    if sys.platform != "win32":
+        assert proc.returncode == -9
+    assert db.with_name(db.name + "-wal").exists()  # it died with the WAL still open
+
+    with ConversationStore(db) as store:
+        ((conversation_id, title, _),) = store.list_conversations()
+        assert title == "Killed mid-reply"
+        user, reply = store.load(conversation_id).messages
+        assert (user.role, user.content, user.status) == (Role.USER, "Tell me a long story.", MessageStatus.COMPLETE)
+        assert reply.role is Role.ASSISTANT and reply.status is MessageStatus.STREAMING
+        assert reply.content.startswith("word1 word2 ")
+        assert store.recover_interrupted() == 1
+        assert store.load(conversation_id).messages[1].status is MessageStatus.INTERRUPTED
+        assert store.load(conversation_id).messages[1].content == reply.content
