@@ -1,6 +1,6 @@
 """Render the README screenshot: the real window, the starter model, one real exchange, offscreen.
 
-    .venv/bin/python scripts/demo_screenshot.py docs/screenshot.png
+.venv/bin/python scripts/demo_screenshot.py docs/screenshot.png
 """
 
 from __future__ import annotations

@@ -45,7 +45,10 @@ def ensure_starter_model(models_dir: Path, progress: Progress | None = None) -> 
         return target
     chunks = [Path(p) for p in package.chunk_paths()]
     total = sum(p.stat().st_size for p in chunks)
-    models_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        models_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StarterModelError(f"Cannot create the models folder {models_dir}: {exc}. Choose another folder.") from exc
     partial = target.with_name(target.name + ".part")
     digest = _concatenate(chunks, partial, total, progress)
     if digest != package.EXPECTED_SHA256:

@@ -33,6 +33,7 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     from app.ui.errors import handle_loop_exception, install_exception_hook
     from app.ui.main_window import WINDOW_CLASS, MainWindow
     from app.ui.resources import app_icon_path
+    from app.ui.watchdog import StallWatchdog
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
@@ -48,6 +49,8 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     loop.set_exception_handler(handle_loop_exception)
     window = MainWindow(context)
     install_exception_hook(lambda: window)
+    watchdog = StallWatchdog(parent=window)
+    watchdog.start()
     window.show()
     with loop:
         if screenshot or smoke:

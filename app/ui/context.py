@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 
 from app.backends.llamacpp.backend import LlamaCppBackend
-from app.core.settings import Settings, SettingsError, load_settings, save_settings
+from app.core.settings import Settings, SettingsError, load_settings
 from app.services.conversations import AsyncConversationStore
 from app.services.logbuffer import LogBuffer
 from app.services.paths import AppPaths
@@ -31,10 +31,3 @@ class AppContext:
             settings, problem = Settings(), str(exc)
             log.error("%s Using default settings for this session; the file was left as it is.", exc)
         return cls(paths=paths, settings=settings, log_buffer=log_buffer, settings_problem=problem)
-
-    def save_settings(self) -> None:
-        """Blocking but tiny (a few hundred bytes); never touches a file the user did not make us write."""
-        if self.settings_problem:
-            log.warning("Not saving settings: the existing file could not be read (%s).", self.settings_problem)
-            return
-        save_settings(self.settings, self.paths.settings_file)

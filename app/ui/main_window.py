@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from collections.abc import Callable
 
 from PySide6.QtCore import QSize, Qt
@@ -32,6 +33,7 @@ from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
 
 WINDOW_CLASS = "llm-workstation"
+log = logging.getLogger("app.ui")
 
 _NAV_ICONS = {
     "Chat": QStyle.StandardPixmap.SP_MessageBoxInformation,
@@ -128,6 +130,10 @@ class MainWindow(QMainWindow):
         spawn(self.save_settings(), "save settings")
 
     async def save_settings(self) -> None:
+        """Write the settings off the Qt thread; never over a file that could not be read."""
+        if self.context.settings_problem:
+            log.warning("Not saving settings: %s", self.context.settings_problem)
+            return
         snapshot = copy.deepcopy(self.context.settings)
         await asyncio.get_running_loop().run_in_executor(
             None, save_settings, snapshot, self.context.paths.settings_file

@@ -1,0 +1,73 @@
+"""The main window as a whole: navigation, panels, settings flow, log dock, status bar."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from PySide6.QtWidgets import QLabel
+
+from app.ui.info_panel import PANELS
+from tests.ui.conftest import until
+
+
+def test_navigation_shows_every_panel(qloop, make_window):
+    async def scenario():
+        window = await make_window()
+        names = [window.nav.item(i).text() for i in range(window.nav.count())]
+        assert names == ["Chat", "Models", "Modelfiles", "Batch", "Monitor"]
+        for row, name in enumerate(names):
+            window.nav.setCurrentRow(row)
+            page = window.pages.currentWidget()
+            assert page.objectName() == f"{name.lower()}_page"
+            if name != "Chat":
+                shown = "".join(label.text() for label in page.findChildren(QLabel))
+                assert PANELS[name][0] in shown and PANELS[name][1][0] in shown
+
+    qloop.run_until_complete(scenario())
+
+
+def test_settings_dialog_saves_and_applies(qloop, make_window, isolated_home):
+    async def scenario():
+        window = await make_window()
+        window.open_settings()
+        dialog = window._settings_dialog
+        assert dialog.isVisible()
+        dialog.n_ctx.setValue(8192)
+        dialog.temperature.setValue(0.3)
+        dialog.save_button().click()
+        settings_file = window.context.paths.settings_file
+        await until(lambda: settings_file.exists())
+        saved = json.loads(settings_file.read_text())
+        assert saved["load"]["n_ctx"] == 8192
+        assert window.context.settings.load.n_ctx == 8192
+        assert abs(window.chat_panel.sampling.temperature.value() - 0.3) < 1e-9
+
+    qloop.run_until_complete(scenario())
+
+
+def test_log_dock_shows_app_logs(qloop, make_window):
+    async def scenario():
+        window = await make_window()
+        window.log_dock.toggleViewAction().trigger()
+        assert window.log_dock.isVisible()
+        logging.getLogger("app.test").warning("something the user should see")
+        await until(lambda: "something the user should see" in window.log_viewer.visible_text())
+
+    qloop.run_until_complete(scenario())
+
+
+def test_broken_settings_file_is_kept_and_explained(qloop, make_window, isolated_home):
+    from app.services.paths import app_paths
+
+    paths = app_paths().ensure()
+    paths.settings_file.write_text("{broken")
+
+    async def scenario():
+        window = await make_window()
+        assert window.chat_panel.notice.isVisible()
+        assert "Cannot read the settings file" in window.chat_panel.notice.text()
+        await window.save_settings()
+        assert paths.settings_file.read_text() == "{broken"
+
+    qloop.run_until_complete(scenario())
