@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -62,8 +63,22 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
 async def _run_until_quit(app: QApplication, window: MainWindow) -> None:
     closed = asyncio.Event()
     app.aboutToQuit.connect(closed.set)
-    window.chat_panel.start()
+    _close_on_signals(window)
+    shown_at = time.time()
+    await window.chat_panel.start()
+    _write_startup_report(shown_at)
     await closed.wait()
+
+
+def _close_on_signals(window: MainWindow) -> None:
+    """SIGINT/SIGTERM close the window the normal way: the reply in flight is saved, the worker stopped."""
+    from PySide6.QtCore import QTimer
+
+    def close(_signum: int, _frame: object) -> None:
+        QTimer.singleShot(0, window.close)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, close)
 
 
 async def _render_once(app: QApplication, window: MainWindow, screenshot: str | None) -> int:

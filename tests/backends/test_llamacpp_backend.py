@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import psutil
 import pytest
 
 from app.backends.base import BackendBusyError, GenerationError, ModelLoadError, StateKind
@@ -223,3 +224,48 @@ def test_loading_while_generating_is_refused_and_reply_continues(long_context_gg
     assert refused and "Stop it" in refused
     assert stats.finish_reason == "length" and stats.completion_tokens == 200
     assert model is not None and model.name == "tiny-8k"
+
+
+ORPHAN_SCRIPT = """
+import asyncio, sys, time
+from app.backends.llamacpp.backend import LlamaCppBackend
+from app.core.params import LoadParams
+
+async def main():
+    backend = LlamaCppBackend()
+    await backend.load(sys.argv[1], LoadParams(n_ctx=256))
+    print(backend.worker_pid, flush=True)
+    time.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def test_worker_exits_when_the_app_is_killed(tiny_gguf):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    app = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, str(tiny_gguf)], stdout=subprocess.PIPE, text=True)
+    try:
+        worker_pid = int(app.stdout.readline())
+        app.send_signal(signal.SIGKILL)
+        app.wait(10)
+        deadline = time.monotonic() + 10
+        while _running(worker_pid):
+            if time.monotonic() > deadline:
+                psutil.Process(worker_pid).kill()
+                raise AssertionError("the worker outlived the app")
+            time.sleep(0.05)
+    finally:
+        if app.poll() is None:
+            app.kill()
+
+
+def _running(pid):
+    """True while the process exists and is not a zombie waiting for its (new) parent to reap it."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

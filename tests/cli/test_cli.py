@@ -87,3 +87,24 @@ def test_gui_start_imports_no_engine(tmp_path):
     data = json.loads(report.read_text())
     assert data["heavy_modules"] == []
     assert data["window_shown_s"] > 0 and data["rss_bytes"] > 0
+
+
+def test_app_closes_cleanly_on_sigterm(tmp_path):
+    import os
+    import signal
+    import time
+
+    report = tmp_path / "startup.json"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", LLMW_STARTUP_REPORT=str(report))
+    proc = subprocess.Popen([sys.executable, "-m", "app"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not report.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert report.exists(), "the window never came up"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in proc.stderr.read()

@@ -55,7 +55,8 @@ def _qt_html(block_html: str) -> str:
     depending on what follows, so the same HTML would lay out differently whole and in pieces; a no-break
     space keeps every block regular.
     """
-    return _EMPTY_ELEMENT.sub(r"<\1\2>&nbsp;</\1>", block_html.strip())
+    filled = _EMPTY_ELEMENT.sub(r"<\1\2>&nbsp;</\1>", block_html.strip())
+    return filled.replace("<table>", '<table border="1" cellspacing="0" cellpadding="4">')  # Qt draws no grid
 
 
 def _partial_mark(message: Message) -> str:
@@ -140,6 +141,7 @@ class ChatView(QTextBrowser):
         last_reply = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=-1)
         parts.extend(self._message_html(i, m, i == last_reply) for i, m in enumerate(messages))
         self.setHtml("".join(parts))
+        self._follow = True
         self._scroll_to_bottom()
 
     def begin_reply(self) -> None:
@@ -315,8 +317,7 @@ class ChatView(QTextBrowser):
             self._follow = self._at_bottom()
 
     def _on_range_changed(self, _low: int, _high: int) -> None:
-        if self._stream is not None:
-            self._scroll_to_bottom_if_following()
+        self._scroll_to_bottom_if_following()  # the layout grows after show_messages and while streaming
 
     # -- links ------------------------------------------------------------------------------------------
 
