@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
+
+
+@pytest.fixture
+def logger():
+    """A private logger under ``app`` that does not propagate, so a test sees only its own handlers."""
+    log = logging.getLogger("app.tests.logbuffer")
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    yield log
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+    log.propagate = True
+    log.setLevel(logging.NOTSET)
+
+
+@pytest.fixture
+def buffer(logger):
+    """A LogBuffer attached to ``logger``."""
+    from app.services.logbuffer import LogBuffer
+
+    buf = LogBuffer()
+    logger.addHandler(buf)
+    return buf
 
 
 @pytest.fixture(autouse=True)

@@ -71,6 +71,10 @@ class LogViewer(QWidget):
         self.filter_edit.textChanged.connect(self._rebuild)
         self.copy_button.clicked.connect(self.copy_all)
         self.clear_button.clicked.connect(self.clear)
+        self._following = True
+        scroll = self.text_view.verticalScrollBar()
+        scroll.valueChanged.connect(self._on_scrolled)
+        scroll.rangeChanged.connect(self._follow_if_at_bottom)
 
     def _subscribe(self) -> None:
         # The relay has no Qt parent and the callback holds it, so emitting never hits a deleted object;
@@ -163,8 +167,14 @@ class LogViewer(QWidget):
         lines = [line for entry, line in formatted if self._accepts(entry, line)]
         if not lines:
             return
-        bar = self.text_view.verticalScrollBar()
-        at_bottom = bar.value() >= bar.maximum()
         self.text_view.appendPlainText("\n".join(lines))
-        if at_bottom:
+        self._follow_if_at_bottom()
+
+    def _on_scrolled(self, value: int) -> None:
+        # Within two lines of the end counts as "at the bottom": the layout can grow after an append.
+        self._following = value >= self.text_view.verticalScrollBar().maximum() - 2
+
+    def _follow_if_at_bottom(self, *_range: int) -> None:
+        if self._following:
+            bar = self.text_view.verticalScrollBar()
             bar.setValue(bar.maximum())

@@ -73,47 +73,31 @@ def test_send_regenerate_edit_are_saved(tmp_path, tiny_gguf):
     assert saved.system_prompt == "Be brief."
 
 
-def test_stop_keeps_partial_reply_marked(tmp_path, long_context_gguf):
-    async def scenario():
-        session, recorder = await _session(
-            tmp_path, long_context_gguf, SamplingParams(max_tokens=3000, temperature=0.0), n_ctx=8192
-        )
-        try:
-            await session.new()
-            task = asyncio.ensure_future(session.send("hello there"))
-            while len(recorder.deltas) < 3:
-                await asyncio.sleep(0.005)
-            session.stop()
-            reply = await task
-            saved = await session.store.load(session.conversation.id)
-            return reply, saved
-        finally:
-            await _close(session)
+async def _interrupt_mid_reply(tmp_path, model, interrupt):
+    """Send, wait for three streamed pieces, call ``interrupt(session)``; return the reply, history, recorder."""
+    session, recorder = await _session(tmp_path, model, SamplingParams(max_tokens=3000, temperature=0.0), n_ctx=8192)
+    try:
+        await session.new()
+        task = asyncio.ensure_future(session.send("hello there"))
+        while len(recorder.deltas) < 3:
+            await asyncio.sleep(0.005)
+        interrupt(session)
+        reply = await task
+        return reply, await session.store.load(session.conversation.id), recorder
+    finally:
+        await _close(session)
 
-    reply, saved = run(scenario())
+
+def test_stop_keeps_partial_reply_marked(tmp_path, long_context_gguf):
+    reply, saved, _ = run(_interrupt_mid_reply(tmp_path, long_context_gguf, lambda session: session.stop()))
     assert reply.status is MessageStatus.STOPPED and reply.content
     assert saved.messages[-1].status is MessageStatus.STOPPED
     assert saved.messages[-1].content == reply.content
 
 
 def test_worker_crash_keeps_partial_reply_and_reports(tmp_path, long_context_gguf):
-    async def scenario():
-        session, recorder = await _session(
-            tmp_path, long_context_gguf, SamplingParams(max_tokens=3000, temperature=0.0), n_ctx=8192
-        )
-        try:
-            await session.new()
-            task = asyncio.ensure_future(session.send("hello there"))
-            while len(recorder.deltas) < 3:
-                await asyncio.sleep(0.005)
-            session.backend.kill_worker()
-            reply = await task
-            saved = await session.store.load(session.conversation.id)
-            return reply, saved, recorder
-        finally:
-            await _close(session)
-
-    reply, saved, recorder = run(scenario())
+    kill = lambda session: session.backend.kill_worker()  # noqa: E731
+    reply, saved, recorder = run(_interrupt_mid_reply(tmp_path, long_context_gguf, kill))
     assert reply.status is MessageStatus.FAILED and "stopped unexpectedly" in reply.error
     assert reply.content and saved.messages[-1].content == reply.content
     assert saved.messages[0].content == "hello there"

@@ -20,26 +20,6 @@ HF_TOKEN = "hf_" + "aB3dE5gH7jK9mN1pQ3sT5vW7"
 
 
 @pytest.fixture
-def logger():
-    """A private logger under ``app`` that does not propagate, so tests see only their buffer."""
-    log = logging.getLogger("app.tests.logbuffer")
-    log.setLevel(logging.DEBUG)
-    log.propagate = False
-    yield log
-    for handler in list(log.handlers):
-        log.removeHandler(handler)
-    log.propagate = True
-    log.setLevel(logging.NOTSET)
-
-
-@pytest.fixture
-def buffer(logger):
-    buf = LogBuffer()
-    logger.addHandler(buf)
-    return buf
-
-
-@pytest.fixture
 def clean_app_logger():
     yield logging.getLogger("app")
     uninstall_logging()
