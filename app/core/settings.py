@@ -26,6 +26,7 @@ class Settings:
     system_prompt: str = ""
     recent_models: list[str] = field(default_factory=list)
     log_level: str = "INFO"
+    ollama_host: str = ""  # empty: OLLAMA_HOST, else http://127.0.0.1:11434
 
     def remember_model(self, path: str) -> None:
         self.recent_models = [path] + [p for p in self.recent_models if p != path]
@@ -40,6 +41,7 @@ class Settings:
             "system_prompt": self.system_prompt,
             "recent_models": list(self.recent_models),
             "log_level": self.log_level,
+            "ollama_host": self.ollama_host,
         }
 
     @classmethod
@@ -58,6 +60,7 @@ class Settings:
                 system_prompt=str(data.get("system_prompt", "")),
                 recent_models=[str(p) for p in data.get("recent_models", [])],
                 log_level=str(data.get("log_level", "INFO")),
+                ollama_host=str(data.get("ollama_host", "")),
             )
         except (TypeError, AttributeError) as exc:
             raise SettingsError(f"The settings file has a value of the wrong type ({exc}).") from exc

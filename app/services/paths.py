@@ -28,6 +28,11 @@ class AppPaths:
         return self.data_dir / "models"
 
     @property
+    def modelfiles_dir(self) -> Path:
+        """The user's own Modelfiles (the shipped presets live in the repository's modelfiles/)."""
+        return self.data_dir / "modelfiles"
+
+    @property
     def log_file(self) -> Path:
         return self.cache_dir / "llm-workstation.log"
 

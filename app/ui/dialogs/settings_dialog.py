@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QListWidget,
     QPlainTextEdit,
     QPushButton,
@@ -152,9 +153,16 @@ class SettingsDialog(QDialog):
         row = QHBoxLayout()
         row.addWidget(self.folder_list, 1)
         row.addLayout(buttons)
+        self.ollama_host = QLineEdit(settings.ollama_host)
+        self.ollama_host.setPlaceholderText("from OLLAMA_HOST, else http://127.0.0.1:11434")
+        self.ollama_host.setToolTip("The Ollama server used for its models, Modelfile create and Ollama chat.")
+        host_row = QHBoxLayout()
+        host_row.addWidget(QLabel("Ollama host:"))
+        host_row.addWidget(self.ollama_host, 1)
         layout = QVBoxLayout(page)
         layout.addWidget(QLabel("Folders searched for GGUF models:"))
         layout.addLayout(row)
+        layout.addLayout(host_row)
         return page
 
     def _loading_page(self, load: LoadParams) -> QWidget:
@@ -321,6 +329,7 @@ class SettingsDialog(QDialog):
             system_prompt=self.system_prompt.toPlainText(),
             recent_models=list(self._original.recent_models),
             log_level=self.log_level.currentText(),
+            ollama_host=self.ollama_host.text().strip(),
         )
 
     def problems(self) -> list[str]:
