@@ -20,6 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chat(verbs)
     _add_bench(verbs)
     _add_starter(verbs)
+    from app import commands_modelfile
+
+    commands_modelfile.add_parser(verbs)
     return parser
 
 
@@ -64,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.ui.app import run_gui
 
         return run_gui(screenshot=args.screenshot, smoke=args.smoke)
+    if args.verb == "modelfile":
+        from app import commands_modelfile
+
+        return commands_modelfile.run(args)
     from app import commands
 
     return commands.run(args)

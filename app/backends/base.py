@@ -117,4 +117,8 @@ def create_backend(kind: str, **options: Any) -> Backend:
         from app.backends.llamacpp.backend import LlamaCppBackend
 
         return LlamaCppBackend(**options)
-    raise BackendError(f"Unknown backend '{kind}'. Known backends: llamacpp.")
+    if kind == "ollama":
+        from app.backends.ollama import OllamaBackend
+
+        return OllamaBackend(**options)
+    raise BackendError(f"Unknown backend '{kind}'. Known backends: llamacpp, ollama.")

@@ -25,6 +25,9 @@ class LoadParams:
     use_mmap: bool = True
     use_mlock: bool = False
     chat_format: str | None = None
+    main_gpu: int = 0
+    repeat_last_n: int = 64  # tokens the repeat penalty looks back over (llama.cpp: last_n_tokens_size)
+    lora_path: str | None = None  # a GGUF LoRA adapter applied at load
 
     def problems(self) -> list[str]:
         """Human-readable reasons this combination cannot load, empty when it can."""
@@ -57,13 +60,22 @@ class SamplingParams:
     repeat_penalty: float = 1.1
     max_tokens: int | None = 512
     seed: int | None = None
+    stop: tuple[str, ...] = ()
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    typical_p: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["stop"] = list(self.stop)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SamplingParams:
-        return cls(**_known(cls, data))
+        known = _known(cls, data)
+        if "stop" in known:
+            known["stop"] = tuple(str(s) for s in known["stop"] or ())
+        return cls(**known)
 
 
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:

@@ -54,10 +54,19 @@ class ChatSession:
         self.observer.conversation_changed(self.conversation)
         return self.conversation
 
-    async def new(self, system_prompt: str = "") -> Conversation:
-        self.conversation = await self.store.create(system_prompt=system_prompt)
-        self.observer.conversation_changed(self.conversation)
-        return self.conversation
+    async def new(
+        self, system_prompt: str = "", messages: list[tuple[str, str]] | None = None, title: str = "New chat"
+    ) -> Conversation:
+        """Start a chat; ``messages`` (role, text) seed its history, as a Modelfile's MESSAGE lines do."""
+        conversation = await self.store.create(title=title, system_prompt=system_prompt)
+        assert conversation.id is not None
+        for role, text in messages or []:
+            if role == Role.SYSTEM:
+                continue  # the system prompt is the conversation's own
+            conversation.messages.append(await self.store.append_message(conversation.id, Message(Role(role), text)))
+        self.conversation = conversation
+        self.observer.conversation_changed(conversation)
+        return conversation
 
     async def set_system_prompt(self, text: str) -> None:
         conversation = await self._current()

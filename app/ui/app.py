@@ -47,6 +47,7 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     logging.getLogger("app").setLevel(context.settings.log_level)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
+    install_asyncgen_hooks(loop)
     loop.set_exception_handler(handle_loop_exception)
     window = MainWindow(context)
     install_exception_hook(lambda: window)
@@ -93,6 +94,15 @@ async def _render_once(app: QApplication, window: MainWindow, screenshot: str | 
         window.grab().save(screenshot)
     await window.chat_panel.shutdown()
     return 0
+
+
+def install_asyncgen_hooks(loop: asyncio.AbstractEventLoop) -> None:
+    """qasync's loop does not install asyncio's async-generator hooks; without them an abandoned stream
+    (an HTTP response iterator left by an error) is finalized by the garbage collector, outside the loop."""
+    firstiter = getattr(loop, "_asyncgen_firstiter_hook", None)
+    finalizer = getattr(loop, "_asyncgen_finalizer_hook", None)
+    if firstiter is not None and finalizer is not None:
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
 
 
 def _write_startup_report(shown: float) -> None:

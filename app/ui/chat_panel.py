@@ -3,38 +3,51 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QGroupBox,
-    QHBoxLayout,
-    QLabel,
-    QListWidget,
     QListWidgetItem,
-    QPlainTextEdit,
-    QPushButton,
-    QSplitter,
-    QVBoxLayout,
     QWidget,
 )
 
-from app.backends.base import BackendError, BackendState, StateKind
+from app.backends.base import Backend, BackendError, BackendState, StateKind
 from app.core.chat import Conversation, Message, Role
+from app.core.modelfile import Modelfile
+from app.core.params import LoadParams
+from app.core.preset_mapping import LlamaCppPreset, to_llamacpp
 from app.services import starter_model
 from app.services.chat_session import ChatObserver, ChatSession
 from app.services.conversations import AsyncConversationStore, ConversationStoreError
-from app.ui.context import AppContext
-from app.ui.model_bar import ModelBar
-from app.ui.sampling_form import SamplingForm
-from app.ui.starter_banner import StarterBanner
+from app.ui.chat_layout import ChatPanelLayout
+from app.ui.context import OLLAMA_PREFIX, AppContext
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
-from app.ui.widgets.chat_view import ChatView
 
 log = logging.getLogger("app.ui.chat")
+
+
+def _engine_model(entry: str) -> str:
+    return entry.removeprefix(OLLAMA_PREFIX)
+
+
+def _display_name(entry: str) -> str:
+    return entry.removeprefix(OLLAMA_PREFIX) if entry.startswith(OLLAMA_PREFIX) else Path(entry).name
+
+
+async def _wait_idle(backend: Backend) -> None:
+    wait = getattr(backend, "wait_idle", None)
+    if wait is not None:
+        await wait()
+
+
+async def _is_local_file(path: str) -> bool:
+    return await asyncio.get_running_loop().run_in_executor(None, os.path.isfile, os.path.expanduser(path))
 
 
 class _Observer(ChatObserver):
@@ -57,100 +70,23 @@ class _Observer(ChatObserver):
         self.panel.show_notice(text)
 
 
-class ChatPanel(QWidget):
+class ChatPanel(ChatPanelLayout):
     def __init__(self, context: AppContext, status: AppStatusBar, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(context.settings.sampling, parent)
         self.context = context
         self.status = status
-        self.backend = context.backend
+        self.backend: Backend = context.backend
         self.session: ChatSession | None = None
         self.ready: asyncio.Future[None] | None = None
         self._editing: int | None = None
         self.closed = False
-        self._build()
-        self.backend.add_state_listener(self._state_changed)
-        self.settings_changed()
-
-    # --- layout --------------------------------------------------------------------------------
-    def _build(self) -> None:
-        self.chats = QListWidget()
-        self.chats.setObjectName("chat_list")
-        self.chats.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.chats.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.new_chat_button = QPushButton("New chat")
-        self.delete_chat_button = QPushButton("Delete")
-        self.model_bar = ModelBar()
-        self.notice = QLabel()
-        self.notice.setWordWrap(True)
-        self.notice.setObjectName("notice")
-        self.notice.hide()
-        self.format_note = QLabel()
-        self.format_note.setWordWrap(True)
-        self.format_note.hide()
-        self.starter = StarterBanner()
-        self.system_prompt = QPlainTextEdit()
-        self.system_prompt.setPlaceholderText("System prompt (optional): how the assistant should behave")
-        self.system_prompt.setMaximumHeight(60)
-        self.view = ChatView()
-        self.edit_banner = QLabel()
-        self.edit_banner.hide()
-        self.input = QPlainTextEdit()
-        self.input.setPlaceholderText("Message — Ctrl+Enter sends, Esc stops")
-        self.input.setMaximumHeight(110)
-        self.send_button = QPushButton("Send")
-        self.stop_button = QPushButton("Stop")
-        self.cancel_edit_button = QPushButton("Cancel edit")
-        self.cancel_edit_button.hide()
-        self.sampling = SamplingForm(self.context.settings.sampling)
-        self.save_defaults_button = QPushButton("Save as defaults")
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.addWidget(self._chats_column())
-        splitter.addWidget(self._center_column())
-        splitter.addWidget(self._sampling_column())
-        splitter.setSizes([200, 760, 240])
-        splitter.setCollapsible(1, False)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(splitter)
+        self.preset_load: LoadParams | None = None  # load options from a Modelfile, used instead of the defaults
+        self._loaded_with: LoadParams | None = None
+        self._listened: list[Backend] = []
+        self.ollama_models: set[str] = set()
         self._connect()
-
-    def _chats_column(self) -> QWidget:
-        column = QWidget()
-        layout = QVBoxLayout(column)
-        layout.setContentsMargins(0, 0, 0, 0)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.new_chat_button)
-        buttons.addWidget(self.delete_chat_button)
-        layout.addLayout(buttons)
-        layout.addWidget(self.chats)
-        return column
-
-    def _center_column(self) -> QWidget:
-        column = QWidget()
-        layout = QVBoxLayout(column)
-        layout.setContentsMargins(0, 0, 0, 0)
-        for widget in (self.model_bar, self.notice, self.format_note, self.starter, self.system_prompt):
-            layout.addWidget(widget)
-        layout.addWidget(self.view, 1)
-        layout.addWidget(self.edit_banner)
-        row = QHBoxLayout()
-        row.addWidget(self.input, 1)
-        buttons = QVBoxLayout()
-        for button in (self.send_button, self.stop_button, self.cancel_edit_button):
-            buttons.addWidget(button)
-        buttons.addStretch(1)
-        row.addLayout(buttons)
-        layout.addLayout(row)
-        return column
-
-    def _sampling_column(self) -> QWidget:
-        box = QGroupBox("Sampling")
-        box.setMaximumWidth(280)
-        layout = QVBoxLayout(box)
-        layout.addWidget(self.sampling)
-        layout.addWidget(self.save_defaults_button)
-        layout.addStretch(1)
-        return box
+        self.backend.add_state_listener(self._backend_state_listener(self.backend))
+        self.settings_changed()
 
     def _connect(self) -> None:
         self.send_button.clicked.connect(self.send)
@@ -209,6 +145,7 @@ class ChatPanel(QWidget):
         else:
             await self.session.new(self.context.settings.system_prompt)
         self.starter.refresh(self.context.settings.recent_models, self.context.paths.models_dir)
+        spawn(self.refresh_ollama_models(), "list Ollama models")
 
     async def shutdown(self) -> None:
         """Stop a reply in flight (it is saved as stopped), close the worker and the history. Idempotent."""
@@ -218,12 +155,13 @@ class ChatPanel(QWidget):
         if self.session is not None and self.session.generating:
             self.session.stop()
             try:
-                await asyncio.wait_for(self.backend.wait_idle(), 5)
+                await asyncio.wait_for(_wait_idle(self.backend), 5)
             except TimeoutError:
                 log.warning("the worker did not stop in time; closing it")
         if self.session is not None and self.session.conversation is not None:
             await self._save_system_prompt()
-        await self.backend.close()
+        for backend in self.context.backends():
+            await backend.close()
         if self.context.store is not None:
             await self.context.store.aclose()
 
@@ -402,14 +340,16 @@ class ChatPanel(QWidget):
         if self._busy("loading another model"):
             return
         self.hide_notice()
-        self.model_bar.set_loading(Path(path).name)
+        self.model_bar.set_loading(_display_name(path))
         try:
-            info = await self.backend.load(path, self.context.settings.load)
+            await self._switch_backend(path)
+            info = await self.backend.load(_engine_model(path), self.load_params())
         except BackendError as exc:
             self.model_bar.set_loaded(None)
             self.status.show_model(None)
             self.show_notice(str(exc))
             return
+        self._loaded_with = self.load_params()
         self.model_bar.set_loaded(path, f"Loaded in {info.load_seconds:.1f} s · context {info.n_ctx:,}")
         self.status.show_model(info)
         self.status.show_kv(self.backend.kv_usage())
@@ -418,6 +358,80 @@ class ChatPanel(QWidget):
         self.model_bar.set_recent(self.context.settings.recent_models)
         self.starter.hide()
         self._persist_settings()
+
+    async def _switch_backend(self, entry: str) -> None:
+        """Make the engine for ``entry`` the chat's engine, unloading the model of the previous one."""
+        target = self.context.backend_for(entry)
+        if target is self.backend:
+            return
+        if target is not self.context.backend and not self._listening_to(target):
+            target.add_state_listener(self._backend_state_listener(target))
+        previous, self.backend = self.backend, target
+        if self.session is not None:
+            self.session.backend = target
+        if previous.model is not None:
+            await previous.unload()
+        self.status.show_state(target.state, target.kind)
+
+    def _listening_to(self, backend: Backend) -> bool:
+        return backend in self._listened
+
+    def _backend_state_listener(self, backend: Backend) -> Callable[[BackendState], None]:
+        self._listened.append(backend)
+
+        def listener(state: BackendState) -> None:
+            if backend is self.backend:
+                self._state_changed(state)
+
+        return listener
+
+    async def refresh_ollama_models(self) -> None:
+        """List Ollama's models in the model picker when Ollama runs; a stopped Ollama is not an error."""
+        loop = asyncio.get_running_loop()
+        module = await loop.run_in_executor(None, importlib.import_module, "app.services.ollama_service")
+        async with module.OllamaService(self.context.settings.ollama_host or None) as service:
+            status = await service.status()
+            models = await service.list_models() if status.running else []
+        self.model_bar.set_ollama_models([m.name for m in models], status.summary())
+        self.ollama_models = {m.name for m in models}
+
+    def load_params(self) -> LoadParams:
+        return self.preset_load or self.context.settings.load
+
+    # --- presets ----------------------------------------------------------------------------------
+    def apply_modelfile(self, modelfile: Modelfile, name: str = "preset") -> None:
+        """Use a Modelfile as a preset: sampling, load options, system prompt and history in a new chat."""
+        if self.session is None or self._busy("applying a preset"):
+            return
+        preset = to_llamacpp(modelfile, self.load_params(), self.sampling.params())
+        self.sampling.set_params(preset.sampling)
+        reload_needed = self.backend.model is not None and bool(preset.load_changed(self.backend_load_params()))
+        self.preset_load = preset.load
+        spawn(self._start_preset_chat(preset, name, reload_needed), "apply preset")
+
+    def backend_load_params(self) -> LoadParams:
+        return self._loaded_with or self.context.settings.load
+
+    async def _start_preset_chat(self, preset: LlamaCppPreset, name: str, reload_needed: bool) -> None:
+        assert self.session is not None
+        system_lines = [text for role, text in preset.messages if role == "system"]
+        system = preset.system if preset.system is not None else "\n".join(system_lines)
+        await self._save_system_prompt()
+        await self.session.new(system, preset.messages, title=f"{name} (preset)")
+        self.show_notice(" ".join(preset.notes(name, reload_needed)))
+        entry = await self._preset_model_entry(preset.model)
+        if entry is not None:
+            self.model_bar.select(entry)
+            await self._load(entry)
+
+    async def _preset_model_entry(self, model: str | None) -> str | None:
+        """FROM as a model entry: a local GGUF, or an Ollama model that Ollama has."""
+        if not model:
+            return None
+        if await _is_local_file(model):
+            return model
+        name = model if ":" in model else f"{model}:latest"
+        return OLLAMA_PREFIX + name if name in self.ollama_models else None
 
     def _show_format_note(self, path: str, reason: str, from_template: bool) -> None:
         notes = [] if from_template else [reason]
@@ -459,16 +473,7 @@ class ChatPanel(QWidget):
         await self._load(str(path))
 
     def _state_changed(self, state: BackendState) -> None:
-        self.status.show_state(state)
+        self.status.show_state(state, self.backend.kind)
         if state.kind is StateKind.FAILED and self.backend.model is None:
             self.model_bar.set_loaded(None)
             self.status.show_model(None)
-
-    # --- notices ------------------------------------------------------------------------------------
-    def show_notice(self, text: str) -> None:
-        self.notice.setText(text)
-        self.notice.show()
-        log.info("notice: %s", text)
-
-    def hide_notice(self) -> None:
-        self.notice.hide()

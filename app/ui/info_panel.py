@@ -30,14 +30,6 @@ PANELS = {
             "Search and download from the Hugging Face Hub, with resume and verification",
         ],
     ),
-    "Modelfiles": (
-        "Ollama Modelfiles will be the preset format for every engine.",
-        [
-            "A form that round-trips with the raw Modelfile text, with Ollama's own errors",
-            "Presets saved under modelfiles/ and applied to llama.cpp and vLLM",
-            "Create the model in Ollama through its official client",
-        ],
-    ),
     "Batch": (
         "Batched serving through vLLM will live here.",
         [

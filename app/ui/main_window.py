@@ -23,12 +23,14 @@ from PySide6.QtWidgets import (
 )
 
 from app import __version__
+from app.core.modelfile import Modelfile
 from app.core.settings import Settings, save_settings
 from app.ui.chat_panel import ChatPanel
 from app.ui.context import AppContext
 from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.info_panel import PANELS, InfoPanel
 from app.ui.log_viewer import LogViewer
+from app.ui.modelfile_panel import ModelfilePanel
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
 
@@ -54,6 +56,8 @@ class MainWindow(QMainWindow):
         self.status = AppStatusBar(self)
         self.setStatusBar(self.status)
         self.chat_panel = ChatPanel(context, self.status, self)
+        self.modelfile_panel = ModelfilePanel(context, self)
+        self.modelfile_panel.use_in_chat_requested.connect(self.use_modelfile_in_chat)
         self._build_central()
         self._build_log_dock()
         self._build_menus()
@@ -70,7 +74,8 @@ class MainWindow(QMainWindow):
         for name in _NAV_ICONS:
             item = QListWidgetItem(self.style().standardIcon(_NAV_ICONS[name]), name)
             self.nav.addItem(item)
-            page = self.chat_panel if name == "Chat" else InfoPanel(name, *PANELS[name])
+            built = {"Chat": self.chat_panel, "Modelfiles": self.modelfile_panel}
+            page = built.get(name) or InfoPanel(name, *PANELS[name])
             page.setObjectName(f"{name.lower()}_page")
             self.pages.addWidget(page)
         self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
@@ -127,7 +132,14 @@ class MainWindow(QMainWindow):
         self.context.settings = settings
         self.context.settings_problem = None
         self.chat_panel.settings_changed()
+        self.modelfile_panel.settings_changed()
         spawn(self.save_settings(), "save settings")
+
+    def use_modelfile_in_chat(self, modelfile: Modelfile) -> None:
+        """ "Use in chat" from the Modelfile panel: apply it as a preset and show the chat."""
+        path = self.modelfile_panel.path
+        self.chat_panel.apply_modelfile(modelfile, path.name.split(".")[0] if path else "Modelfile")
+        self.nav.setCurrentRow(0)
 
     async def save_settings(self) -> None:
         """Write the settings off the Qt thread; never over a file that could not be read."""

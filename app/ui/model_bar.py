@@ -17,6 +17,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+OLLAMA_ENTRY = "ollama:"
+
+
+def entry_label(entry: str) -> str:
+    """``ollama:NAME`` shows as "Ollama · NAME", a file as its name."""
+    return f"Ollama · {entry.removeprefix(OLLAMA_ENTRY)}" if entry.startswith(OLLAMA_ENTRY) else Path(entry).name
+
 
 class ModelBar(QWidget):
     """Emits requests; the chat panel does the work and reports back with ``set_loading``/``set_loaded``."""
@@ -58,11 +65,15 @@ class ModelBar(QWidget):
 
     def set_recent(self, paths: list[str]) -> None:
         current = self.current_path()
+        ollama = [(self.models.itemText(i), self.models.itemData(i)) for i in range(self.models.count())]
         self.models.blockSignals(True)
         self.models.clear()
         for path in paths:
-            self.models.addItem(Path(path).name, path)
+            self.models.addItem(entry_label(path), path)
             self.models.setItemData(self.models.count() - 1, path, role=3)  # tooltip role
+        for text, data in ollama:
+            if str(data).startswith(OLLAMA_ENTRY) and self.models.findData(data) < 0:
+                self.models.addItem(text, data)
         if current:
             self.select(current)
         elif paths:
@@ -70,10 +81,20 @@ class ModelBar(QWidget):
         self.models.blockSignals(False)
         self._update_buttons()
 
+    def set_ollama_models(self, names: list[str], status: str) -> None:
+        """Offer Ollama's models after the local files (entries ``ollama:NAME``)."""
+        for index in reversed(range(self.models.count())):
+            if str(self.models.itemData(index)).startswith(OLLAMA_ENTRY):
+                self.models.removeItem(index)
+        for name in names:
+            self.models.addItem(entry_label(OLLAMA_ENTRY + name), OLLAMA_ENTRY + name)
+        self.models.setToolTip(f"Recent models and Ollama's models. Use Open… for another .gguf file.\n{status}")
+        self._update_buttons()
+
     def select(self, path: str) -> None:
         index = self.models.findData(path)
         if index < 0:
-            self.models.insertItem(0, Path(path).name, path)
+            self.models.insertItem(0, entry_label(path), path)
             index = 0
         self.models.setCurrentIndex(index)
 

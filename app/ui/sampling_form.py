@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QSpinBox, QWidget
+from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QLabel, QLineEdit, QSpinBox, QWidget
 
 from app.core.params import SamplingParams
+
+STOP_SEPARATOR = " | "
 
 
 def _double(low: float, high: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
@@ -33,6 +37,12 @@ class SamplingForm(QWidget):
         self.seed = QSpinBox()
         self.seed.setRange(-1, 2**31 - 1)
         self.seed.setSpecialValueText("random")
+        self.stop = QLineEdit()
+        self.stop.setPlaceholderText("none")
+        self.stop.setToolTip("Stop sequences, separated by ' | '. Generation ends before any of them.")
+        self.extras = QLabel()
+        self.extras.setWordWrap(True)
+        self._base = params
         form = QFormLayout(self)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top P", self.top_p)
@@ -41,6 +51,8 @@ class SamplingForm(QWidget):
         form.addRow("Repeat penalty", self.repeat_penalty)
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("Seed", self.seed)
+        form.addRow("Stop", self.stop)
+        form.addRow(self.extras)
         self.temperature.setToolTip("0 always picks the most likely token; higher values vary more.")
         self.seed.setToolTip("The same seed and settings give the same reply.")
         self.set_params(params)
@@ -48,8 +60,19 @@ class SamplingForm(QWidget):
             box.valueChanged.connect(self.changed)
         for spin in (self.top_k, self.max_tokens, self.seed):
             spin.valueChanged.connect(self.changed)
+        self.stop.textChanged.connect(self.changed)
 
     def set_params(self, params: SamplingParams) -> None:
+        self._base = params  # keeps the options without a widget here (penalties, typical_p)
+        self.stop.setText(STOP_SEPARATOR.join(params.stop))
+        hidden = SamplingParams()
+        extras = [
+            f"{name} {getattr(params, name):g}"
+            for name in ("presence_penalty", "frequency_penalty", "typical_p")
+            if getattr(params, name) != getattr(hidden, name)
+        ]
+        self.extras.setText(("Also set: " + ", ".join(extras)) if extras else "")
+        self.extras.setVisible(bool(extras))
         self.temperature.setValue(params.temperature)
         self.top_p.setValue(params.top_p)
         self.top_k.setValue(params.top_k)
@@ -59,7 +82,10 @@ class SamplingForm(QWidget):
         self.seed.setValue(-1 if params.seed is None else params.seed)
 
     def params(self) -> SamplingParams:
-        return SamplingParams(
+        stops = tuple(part for part in self.stop.text().split(STOP_SEPARATOR) if part)
+        return replace(
+            self._base,
+            stop=stops,
             temperature=self.temperature.value(),
             top_p=self.top_p.value(),
             top_k=self.top_k.value(),

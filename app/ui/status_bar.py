@@ -7,6 +7,8 @@ from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 from app.backends.base import BackendState, KvUsage, ModelInfo
 from app.core.chat import ReplyStats
 
+ENGINE_NAMES = {"llamacpp": "llama.cpp", "ollama": "Ollama", "vllm": "vLLM"}
+
 
 class AppStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -20,8 +22,8 @@ class AppStatusBar(QStatusBar):
             self.addPermanentWidget(label)
         self.context_label.setToolTip("Tokens in the context (KV cells used) / context size (n_ctx)")
 
-    def show_state(self, state: BackendState) -> None:
-        self.backend_label.setText(f"llama.cpp: {state.kind}")
+    def show_state(self, state: BackendState, kind: str = "llamacpp") -> None:
+        self.backend_label.setText(f"{ENGINE_NAMES.get(kind, kind)}: {state.kind}")
         self.backend_label.setToolTip(state.detail)
 
     def show_model(self, model: ModelInfo | None) -> None:

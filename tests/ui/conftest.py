@@ -12,15 +12,40 @@ import time
 import pytest
 
 
-@pytest.fixture
-def qloop(qapp):
+@pytest.fixture(scope="session")
+def _session_loop(qapp):
+    """One qasync loop for the whole run: creating and closing one per test leaves Qt notifiers behind."""
     import qasync
+
+    from app.ui.app import install_asyncgen_hooks
 
     loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(loop)
+    install_asyncgen_hooks(loop)
     yield loop
+    loop.run_until_complete(loop.shutdown_asyncgens())
     loop.close()  # also stops qasync's executor threads, which would abort the interpreter at exit
     asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def qloop(_session_loop):
+    asyncio.set_event_loop(_session_loop)
+    yield _session_loop
+    _session_loop.run_until_complete(_settle())
+
+
+async def _settle(timeout: float = 10.0) -> None:
+    """Let background tasks a test started finish (cancel them after ``timeout``), so none runs on a closed loop."""
+    from app.ui.tasks import running_tasks
+
+    pending = running_tasks()
+    if pending:
+        _done, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=timeout)
 
 
 async def until(predicate, timeout: float = 30.0) -> None:
@@ -54,6 +79,7 @@ def make_window(qloop):
     yield make
 
     async def close_all():
+        await _settle()
         for window in windows:  # shut down before pytest-qt's own clean-up, which would only close the window
             await window.chat_panel.shutdown()
             window.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 
 from app.core.chat import MessageStatus, Role
@@ -12,7 +13,7 @@ from tests.ui.conftest import until
 async def _load(panel, model):
     panel.hide_notice()
     panel.load_model(str(model))
-    await until(lambda: panel.backend.model is not None or panel.notice.isVisible())
+    await until(lambda: getattr(panel.model_bar, "loaded_path", None) == str(model) or panel.notice.isVisible())
     assert panel.backend.model is not None, panel.notice.text()
 
 
@@ -164,3 +165,79 @@ def test_no_model_offers_starter_model(qtbot, qloop, make_window):
         )
 
     qloop.run_until_complete(scenario())
+
+
+def test_use_modelfile_in_chat_applies_preset_and_reports_gaps(qtbot, qloop, make_window, tiny_gguf):
+    from app.core.modelfile import parse_modelfile
+
+    text = (
+        f"FROM {tiny_gguf}\nSYSTEM You are terse.\nMESSAGE user Hi\nMESSAGE assistant Hello.\n"
+        "PARAMETER num_ctx 1024\nPARAMETER temperature 0.1\nPARAMETER stop <|im_end|>\nPARAMETER num_keep 4\n"
+        "TEMPLATE {{ .Prompt }}\n"
+    )
+
+    async def scenario():
+        window = await make_window()
+        panel = window.chat_panel
+        panel.apply_modelfile(parse_modelfile(text), "terse")
+        await until(lambda: panel.backend.model is not None)
+        assert panel.backend.model.n_ctx == 1024
+        conversation = panel.session.conversation
+        assert conversation.title == "terse (preset)" and conversation.system_prompt == "You are terse."
+        assert [(str(m.role), m.content) for m in conversation.messages] == [("user", "Hi"), ("assistant", "Hello.")]
+        params = panel.sampling.params()
+        assert params.temperature == pytest.approx(0.1) and params.stop == ("<|im_end|>",)
+        notice = panel.notice.text()
+        assert "Preset terse applied" in notice and "num_keep" in notice and "TEMPLATE" in notice
+        assert panel.system_prompt.toPlainText() == "You are terse."
+
+    qloop.run_until_complete(scenario())
+
+
+def test_ollama_is_a_third_engine_and_switching_keeps_the_chat(qtbot, qloop, make_window, tiny_gguf, monkeypatch):
+    from tests.fake_ollama import FakeOllama
+
+    with FakeOllama() as fake:
+        fake.add_model("llama3.2:latest")
+        monkeypatch.setenv("OLLAMA_HOST", fake.host)
+
+        async def scenario():
+            window = await make_window()
+            panel = window.chat_panel
+            await until(lambda: "ollama:llama3.2:latest" in _entries(panel))
+            panel.sampling.set_params(SamplingParams(max_tokens=8, temperature=0.0))
+            panel.model_bar.select("ollama:llama3.2:latest")
+            await _load(panel, "ollama:llama3.2:latest")
+            assert panel.backend.kind == "ollama" and window.status.backend_label.text() == "Ollama: ready"
+            await _send_and_wait(qtbot, panel, "Hello Ollama", 2)
+            assert _messages(panel)[1].backend == "ollama" and _messages(panel)[1].content
+            await _load(panel, tiny_gguf)
+            assert panel.backend.kind == "llamacpp" and window.context.ollama_backend.model is None
+            await _send_and_wait(qtbot, panel, "Hello llama.cpp", 4)
+            assert [m.backend for m in _messages(panel)[1::2]] == ["ollama", "llamacpp"]
+
+        qloop.run_until_complete(scenario())
+
+
+def test_ollama_not_running_is_calm(qtbot, qloop, make_window, monkeypatch):
+    from tests.fake_ollama import FakeOllama
+
+    monkeypatch.setenv("OLLAMA_HOST", FakeOllama.unused_host())
+
+    async def scenario():
+        window = await make_window()
+        panel = window.chat_panel
+        await until(lambda: "not running" in panel.model_bar.models.toolTip())
+        assert not any(entry.startswith("ollama:") for entry in _entries(panel))
+        assert not panel.notice.isVisible()
+
+    qloop.run_until_complete(scenario())
+
+
+def _entries(panel):
+    return [panel.model_bar.models.itemData(i) for i in range(panel.model_bar.models.count())]
+
+
+async def _send_and_wait(qtbot, panel, text, count):
+    _send(qtbot, panel, text)
+    await until(_reply_done(panel, count))

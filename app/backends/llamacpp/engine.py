@@ -93,9 +93,13 @@ class LlamaEngine:
             "use_mlock": params.use_mlock,
             "verbose": False,
             "chat_format": chat_format,
+            "main_gpu": params.main_gpu,
+            "last_n_tokens_size": params.repeat_last_n,
         }
         if params.n_threads:
             kwargs["n_threads"] = params.n_threads
+        if params.lora_path:
+            kwargs["lora_path"] = params.lora_path
         if params.type_k != "f16":
             kwargs["type_k"] = GGML_TYPE_IDS[params.type_k]
         if params.type_v != "f16":
@@ -211,7 +215,12 @@ def sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
         "min_p": sampling.min_p,
         "repeat_penalty": sampling.repeat_penalty,
         "max_tokens": sampling.max_tokens,
+        "presence_penalty": sampling.presence_penalty,
+        "frequency_penalty": sampling.frequency_penalty,
+        "typical_p": sampling.typical_p,
     }
+    if sampling.stop:
+        kwargs["stop"] = list(sampling.stop)
     if sampling.seed is not None:
         kwargs["seed"] = sampling.seed
     return kwargs

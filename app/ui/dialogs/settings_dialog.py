@@ -290,7 +290,8 @@ class SettingsDialog(QDialog):
     def load_params(self) -> LoadParams:
         """The loading defaults as currently entered."""
         chat_format = self.chat_format.currentText().strip()
-        return LoadParams(
+        return replace(  # fields without a widget here (main_gpu, repeat_last_n) are carried over
+            self._original.load,
             n_ctx=self.n_ctx.value(),
             n_gpu_layers=None if self.all_gpu_layers.isChecked() else self.n_gpu_layers.value(),
             n_threads=_optional(self.n_threads),
@@ -305,7 +306,8 @@ class SettingsDialog(QDialog):
 
     def sampling_params(self) -> SamplingParams:
         """The sampling defaults as currently entered."""
-        return SamplingParams(
+        return replace(  # stop sequences and penalties without a widget here are carried over
+            self._original.sampling,
             temperature=self._float_value(self.temperature),
             top_p=self._float_value(self.top_p),
             top_k=self.top_k.value(),
