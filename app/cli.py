@@ -20,9 +20,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chat(verbs)
     _add_bench(verbs)
     _add_starter(verbs)
-    from app import commands_modelfile
+    from app import commands_modelfile, commands_ollama
 
     commands_modelfile.add_parser(verbs)
+    commands_ollama.add_parser(verbs)
     return parser
 
 
@@ -71,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app import commands_modelfile
 
         return commands_modelfile.run(args)
+    if args.verb == "ollama":
+        from app import commands_ollama
+
+        return commands_ollama.run(args)
     from app import commands
 
     return commands.run(args)

@@ -95,3 +95,35 @@ def long_context_gguf(_gguf_dir):
     from tests.gguf_factory import write_tiny_gguf
 
     return write_tiny_gguf(_gguf_dir / "tiny-8k.gguf", context_length=8192, name="tiny-8k", never_eos=True)
+
+
+# --- vLLM (tests/vllm_support.py): a tiny HF Llama, and ONE real server for the whole session ----------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory):
+    """A tiny Hugging Face-format Llama folder (random weights, real BPE tokenizer, ChatML template) vLLM can serve."""
+    from tests.vllm_support import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.mktemp("hf") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def vllm_python_path():
+    """The vLLM interpreter (LLMW_VLLM_PYTHON, else ~/.cache/llm-workstation/ci-vllm-venv …); skips if none."""
+    from tests.vllm_support import vllm_python, vllm_python_missing_reason
+
+    python = vllm_python()
+    if python is None:
+        pytest.skip(vllm_python_missing_reason())
+    return python
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_python_path, tiny_llama_dir):
+    """One real vLLM server on the tiny model for the session (``RunningVllm``: .base_url, .served_model_name,
+    .api_key, .headers, .phases, .lines, .server). Started on first use (~30–90 s on 2 cores), stopped at the end."""
+    from tests.vllm_support import running_vllm
+
+    with running_vllm(vllm_python_path, tiny_llama_dir) as running:
+        yield running

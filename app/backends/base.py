@@ -121,4 +121,8 @@ def create_backend(kind: str, **options: Any) -> Backend:
         from app.backends.ollama import OllamaBackend
 
         return OllamaBackend(**options)
-    raise BackendError(f"Unknown backend '{kind}'. Known backends: llamacpp, ollama.")
+    if kind == "vllm":
+        from app.backends.vllm import VllmBackend
+
+        return VllmBackend(**options)
+    raise BackendError(f"Unknown backend '{kind}'. Known backends: llamacpp, ollama, vllm.")

@@ -4,7 +4,8 @@ Ollama owns the model: ``load`` checks that the model exists and warms it (an em
 ``num_ctx``), ``stream_chat`` streams ``/api/chat``, and ``stop`` closes the HTTP connection, which is how
 Ollama is told to stop generating. The load options (``num_ctx``, ``num_gpu`` …) go with every chat
 request too: Ollama reloads a model whose options differ from the running one's, so a chat without
-``num_ctx`` would silently reload it with the server's default context.
+``num_ctx`` would silently reload it with the server's default context. The chat stream is read with httpx
+(:func:`closing_lines`) rather than the official client, whose stream is left half-read on an error line.
 
 This module also holds the host handling shared with ``app.services.ollama_service``.
 """
@@ -139,6 +140,25 @@ def connection_failure(exc: BaseException, host: str, doing: str) -> str | None:
     return None
 
 
+@contextlib.asynccontextmanager
+async def closing_lines(response: httpx.Response) -> AsyncIterator[AsyncIterator[str]]:
+    """``response.aiter_lines()``, closed when the block ends however the loop ended: the response first.
+
+    Leaving the loop early (an ``{"error"}`` line, an exception) drops httpx's nested generators half-read.
+    With no async-generator hooks (qasync's loop installs none) each is then finalized synchronously, and
+    httpcore's byte stream awaits its own close inside that finalization: "async generator ignored
+    GeneratorExit". ``contextlib.aclosing`` on the line iterator alone is not enough (it closes only the
+    outermost generator); once the response is closed, the inner ones have nothing left to await. This does
+    not rely on the hooks ``app.ui.app.install_asyncgen_hooks`` adds, and the connection is freed at once.
+    """
+    lines = cast(AsyncGenerator[str, None], response.aiter_lines())
+    try:
+        yield lines
+    finally:
+        await response.aclose()
+        await lines.aclose()
+
+
 # --- options ------------------------------------------------------------------------------------------------
 def sampling_options(params: SamplingParams) -> dict[str, Any]:
     """Ollama ``options`` for a chat request, as a plain dict (``ollama.Options`` silently drops ``min_p``)."""
@@ -194,6 +214,8 @@ class OllamaBackend:
             raise BackendError(str(exc)) from None
         self._keep_alive = keep_alive
         self._client = ollama.AsyncClient(host=self.host, **client_options())
+        # The chat stream is read raw (see closing_lines), with the headers the official client sends.
+        self._http = httpx.AsyncClient(base_url=self.host, headers=auth_headers(), **client_options())
         self._state = BackendState(StateKind.STOPPED)
         self._listeners: list[StateListener] = []
         self._model: ModelInfo | None = None
@@ -322,6 +344,7 @@ class OllamaBackend:
         """Stop any reply and close the connections. The model stays loaded in Ollama until its keep-alive ends."""
         self.stop()
         await self._client.close()
+        await self._http.aclose()
         self._model, self._kv = None, None
         self._set_state(StateKind.STOPPED)
 
@@ -334,14 +357,26 @@ class OllamaBackend:
     async def _pump_chat(
         self, model: str, messages: list[dict[str, str]], options: dict[str, Any], queue: asyncio.Queue[Any]
     ) -> None:
-        """Read the chat stream into ``queue``; cancelling this task closes the HTTP response."""
+        """Read the chat stream into ``queue``; cancelling this task closes the HTTP response.
+
+        The request and its errors are the official client's (``ResponseError``, status -1 for an error line).
+        """
+        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True, "options": options}
+        if self._keep_alive is not None:
+            body["keep_alive"] = self._keep_alive
         try:
-            stream = await self._client.chat(
-                model=model, messages=messages, stream=True, options=options, keep_alive=self._keep_alive
-            )
-            async with contextlib.aclosing(cast(AsyncGenerator[ollama.ChatResponse, None], stream)) as chunks:
-                async for chunk in chunks:
-                    queue.put_nowait(("chunk", chunk))
+            async with self._http.stream("POST", "/api/chat", json=body) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise ollama.ResponseError(response.text, response.status_code)
+                async with closing_lines(response) as lines:
+                    async for line in lines:
+                        if not line.strip():
+                            continue
+                        part = json.loads(line)
+                        if error := part.get("error"):
+                            raise ollama.ResponseError(str(error))
+                        queue.put_nowait(("chunk", ollama.ChatResponse(**part)))
             queue.put_nowait(("end", None))
         except asyncio.CancelledError:
             queue.put_nowait(("stopped", None))

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.modelfile import NON_PARAMETER_NAMES, Modelfile, ModelfileError
-from app.core.modelfile_params import format_params, valid_requires
+from app.core.modelfile_params import REQUIRES_ERROR, format_params, valid_requires
 from app.services.ollama_service import OllamaError, OllamaService
 
 # filesForModel's weight files, in the order it looks for them, with the content type each must have.
@@ -336,7 +336,7 @@ def _reject_same_path(command: str, path: str, others: list[str]) -> None:
 
 def _requires(args: str) -> str:
     if not valid_requires(args):
-        raise CreatePlanError(f"REQUIRES {args}: requires must be a valid semver (e.g. 0.14.0).")
+        raise CreatePlanError(f"REQUIRES {args}: {REQUIRES_ERROR}.")
     return args.removeprefix("v")
 
 

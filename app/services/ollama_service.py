@@ -2,8 +2,9 @@
 
 Everything goes through ``ollama.AsyncClient`` except where the client cannot say it: there is no version
 call, ``ShowResponse`` drops ``system``, ``messages``, ``requires``, ``renderer`` and ``parser``, and
-``create`` cannot send ``renderer``/``parser``/``requires``/``draft_files``; those use raw httpx on the same
-host with the same settings. Only the resolved host (the user's setting, else ``OLLAMA_HOST``, else
+``create`` cannot send ``renderer``/``parser``/``requires``/``draft_files``, and its streams are left
+half-read when an ``{"error"}`` line arrives; those (show, create, pull) use raw httpx on the same host with
+the same settings. Only the resolved host (the user's setting, else ``OLLAMA_HOST``, else
 ``http://127.0.0.1:11434``) is ever contacted: no redirects, no proxies from the environment.
 
 Failures raise :class:`OllamaError` whose message says what happened and what to do next; ``status()``
@@ -13,13 +14,12 @@ never raises for a server that is not running, it reports it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import ollama
@@ -27,6 +27,7 @@ import ollama
 from app.backends.ollama import (
     auth_headers,
     client_options,
+    closing_lines,
     connection_failure,
     not_running_message,
     resolve_host,
@@ -221,22 +222,22 @@ class OllamaService:
         name = name.strip()
         if not name:
             raise OllamaError("Enter the name of a model to pull, for example llama3.2.")
-        doing = f"pulling {name}"
         layers: dict[str, tuple[int, int]] = {}
         succeeded = False
-        try:
-            stream = await self.client.pull(name, stream=True)
-            async with contextlib.aclosing(cast(AsyncGenerator[ollama.ProgressResponse, None], stream)) as parts:
-                async for part in parts:
-                    status = part.status or ""
-                    if part.digest:
-                        layers[part.digest] = (part.completed or 0, part.total or 0)
-                    completed = sum(done for done, _ in layers.values())
-                    total = sum(size for _, size in layers.values())
-                    progress(PullProgress(status, completed, total, part.digest))
-                    succeeded = succeeded or status == "success"
-        except Exception as exc:
-            raise self._error(exc, doing, name) from exc
+
+        def on_line(part: dict[str, Any]) -> None:
+            nonlocal succeeded
+            status, digest = str(part.get("status") or ""), part.get("digest") or None
+            if digest:
+                layers[digest] = (int(part.get("completed") or 0), int(part.get("total") or 0))
+            completed = sum(done for done, _ in layers.values())
+            total = sum(size for _, size in layers.values())
+            progress(PullProgress(status, completed, total, digest))
+            succeeded = succeeded or status == "success"
+
+        # The official client's request, read through stream_json: its own stream is left half-read on an error.
+        body = {"model": name, "insecure": False, "stream": True}
+        await self.stream_json("/api/pull", body, f"pulling {name}", on_line, model=name)
         if not succeeded:
             raise OllamaError(f"The pull of {name} ended before Ollama finished it. Try again.")
 
@@ -322,36 +323,34 @@ class OllamaService:
             raise self._error(exc, f"uploading {path.name}") from exc
 
     async def stream_json(
-        self, path: str, body: dict[str, Any], doing: str, on_line: Callable[[dict[str, Any]], None]
+        self,
+        path: str,
+        body: dict[str, Any],
+        doing: str,
+        on_line: Callable[[dict[str, Any]], None],
+        model: str | None = None,
     ) -> None:
         """POST, pass each NDJSON line to ``on_line``; an ``{"error"}`` line or a dropped connection raises OllamaError.
 
-        The response is read to its end even after an error line (Ollama ends the stream right after one), so
-        no half-read httpx stream is left to the garbage collector: qasync's loop installs no async-generator
-        hooks, and a half-read stream collected there reports "async generator ignored GeneratorExit".
+        The stream is closed before this returns or raises, however the loop ended (:func:`closing_lines`), so
+        no half-read httpx stream is left to the garbage collector.
         """
-        failure: BaseException | None = None
         try:
             async with self._http.stream("POST", path, json=body) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise ollama.ResponseError(response.text, response.status_code)
-                async for line in response.aiter_lines():
-                    if failure is not None or not line.strip():
-                        continue
-                    try:
+                async with closing_lines(response) as lines:
+                    async for line in lines:
+                        if not line.strip():
+                            continue
                         part = json.loads(line)
-                    except ValueError as exc:
-                        failure = exc
-                        continue
-                    if isinstance(part, dict) and part.get("error"):
-                        failure = ollama.ResponseError(str(part["error"]))
-                    elif isinstance(part, dict):
-                        on_line(part)
+                        if isinstance(part, dict) and part.get("error"):
+                            raise ollama.ResponseError(str(part["error"]))
+                        if isinstance(part, dict):
+                            on_line(part)
         except Exception as exc:
-            raise self._error(exc, doing) from exc
-        if failure is not None:
-            raise self._error(failure, doing) from failure
+            raise self._error(exc, doing, model) from exc
 
     # --- errors --------------------------------------------------------------------------------------------
     async def _call(self, awaitable: Awaitable[Any], doing: str, model: str | None = None) -> Any:

@@ -23,7 +23,8 @@ class InfoPanel(QWidget):
 
 PANELS = {
     "Models": (
-        "The model library is coming next. Until then, open any .gguf file from the Chat panel.",
+        "The model library is coming next. Until then, open any .gguf file from the Chat panel; "
+        "Ollama's models are in the Ollama tab.",
         [
             "Your GGUF files, the Hugging Face cache and Ollama's store in one list, with GGUF metadata",
             "A memory estimate checked against llama.cpp, and whether the model fits this machine",

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QStackedWidget,
     QStyle,
+    QTabWidget,
     QWidget,
 )
 
@@ -31,6 +32,7 @@ from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.info_panel import PANELS, InfoPanel
 from app.ui.log_viewer import LogViewer
 from app.ui.modelfile_panel import ModelfilePanel
+from app.ui.ollama_models_panel import OllamaModelsPanel
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
 
@@ -58,6 +60,8 @@ class MainWindow(QMainWindow):
         self.chat_panel = ChatPanel(context, self.status, self)
         self.modelfile_panel = ModelfilePanel(context, self)
         self.modelfile_panel.use_in_chat_requested.connect(self.use_modelfile_in_chat)
+        self.ollama_models_panel = OllamaModelsPanel(context, self)
+        self.ollama_models_panel.chat_requested.connect(self.chat_with_model)
         self._build_central()
         self._build_log_dock()
         self._build_menus()
@@ -74,7 +78,7 @@ class MainWindow(QMainWindow):
         for name in _NAV_ICONS:
             item = QListWidgetItem(self.style().standardIcon(_NAV_ICONS[name]), name)
             self.nav.addItem(item)
-            built = {"Chat": self.chat_panel, "Modelfiles": self.modelfile_panel}
+            built = {"Chat": self.chat_panel, "Models": self._models_page(), "Modelfiles": self.modelfile_panel}
             page = built.get(name) or InfoPanel(name, *PANELS[name])
             page.setObjectName(f"{name.lower()}_page")
             self.pages.addWidget(page)
@@ -86,6 +90,18 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.nav)
         layout.addWidget(self.pages, 1)
         self.setCentralWidget(central)
+
+    def _models_page(self) -> QTabWidget:
+        tabs = QTabWidget()
+        tabs.addTab(InfoPanel("Library", *PANELS["Models"]), "Library")
+        tabs.addTab(self.ollama_models_panel, "Ollama")
+        return tabs
+
+    def chat_with_model(self, entry: str) -> None:
+        """"Chat with it" from a models list: load the model in the chat panel and show the chat."""
+        self.chat_panel.model_bar.select(entry)
+        self.chat_panel.load_model(entry)
+        self.nav.setCurrentRow(0)
 
     def _build_log_dock(self) -> None:
         self.log_viewer = LogViewer(self.context.log_buffer)
@@ -133,6 +149,7 @@ class MainWindow(QMainWindow):
         self.context.settings_problem = None
         self.chat_panel.settings_changed()
         self.modelfile_panel.settings_changed()
+        self.ollama_models_panel.settings_changed()
         spawn(self.save_settings(), "save settings")
 
     def use_modelfile_in_chat(self, modelfile: Modelfile) -> None:

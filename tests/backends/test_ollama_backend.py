@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
 import threading
 
 import pytest
@@ -180,6 +182,29 @@ def test_error_line_mid_chat_keeps_the_partial_reply(fake):
     assert deltas == REPLY[:3] and error.partial == "".join(REPLY[:3])
     assert "unexpected EOF" in str(error) and "partial reply was kept" in str(error)
     assert stats.finish_reason == "error" and state is StateKind.READY
+
+
+def test_an_error_line_mid_chat_leaves_no_half_read_stream_to_the_garbage_collector(fake, monkeypatch):
+    """qasync's loop installs no async-generator hooks: the official client's chat stream, left half-read by an
+    error line, was finalized by the garbage collector there ("async generator ignored GeneratorExit")."""
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append((u.exc_value, u.object)))
+    fake.fail("/api/chat", error="runner crashed", after=2)
+
+    async def scenario():
+        sys.set_asyncgen_hooks(firstiter=None, finalizer=None)  # as under qasync
+        backend = await _loaded(fake.host)
+        try:
+            with pytest.raises(GenerationError, match="runner crashed"):
+                await _collect(backend)
+            gc.collect()
+            return await _collect(backend)  # the next reply works
+        finally:
+            await backend.close()
+
+    assert run(scenario()) == REPLY
+    gc.collect()
+    assert unraisable == []
 
 
 def test_server_dying_mid_chat_keeps_the_partial_reply(fake):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
 import threading
 
 import pytest
@@ -166,6 +168,43 @@ def test_pull_error_line_mid_stream_raises_and_registers_nothing(fake):
     assert len(seen) == 3 and not any(p.done for p in seen)
     assert models == [] and fake.model("llama3.2") is None
     assert "pulling llama3.2" in str(error)
+
+
+@pytest.mark.parametrize("how", ["error line", "consumer raises"])
+def test_a_stream_ended_early_is_closed_at_once_not_by_the_garbage_collector(fake, monkeypatch, how):
+    """qasync's loop installs no async-generator hooks: a half-read httpx stream would be finalized by the
+    garbage collector there, reporting "async generator ignored GeneratorExit" (an unraisable error)."""
+    fake.add_remote("llama3.2", [1000, 10])
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append((u.exc_value, u.object)))
+    lines: list[dict] = []
+
+    def on_line(line):
+        lines.append(line)
+        if how == "consumer raises" and len(lines) == 2:
+            raise ValueError("bad line")
+
+    if how == "error line":
+        fake.fail("/api/pull", error="max retries exceeded: unexpected EOF", after=2)
+    expected = "unexpected EOF" if how == "error line" else "went wrong while pulling llama3.2: bad line"
+
+    async def scenario(service):
+        sys.set_asyncgen_hooks(firstiter=None, finalizer=None)  # as under qasync
+        with pytest.raises(OllamaError, match=expected):
+            await service.stream_json("/api/pull", {"model": "llama3.2"}, "pulling llama3.2", on_line)
+        if how == "error line":  # the official client's pull stream leaks the same way: pull does not use it
+            fake.fail("/api/pull", error="max retries exceeded: unexpected EOF", after=2)
+            with pytest.raises(OllamaError, match=expected):
+                await service.pull("llama3.2", lambda p: None)
+        gc.collect()
+        return (await service.status()).running  # the client is still usable
+
+    assert run(_with_service(fake.host, scenario)) is True
+    gc.collect()
+    assert len(lines) == 2
+    assert unraisable == []
+    if how == "error line":  # a consumer's failure only hangs up: the fake may finish that pull regardless
+        assert fake.model("llama3.2") is None
 
 
 def test_server_dying_mid_pull_raises_and_registers_nothing(fake):

@@ -57,7 +57,7 @@ def _type(qtbot, editor, text: str) -> None:
 
 def _ask_button(panel, text: str):
     """The inline question bar's button labelled ``text``."""
-    layout = panel.ask_buttons
+    layout = panel.files.ask_bar.buttons
     widgets = [layout.itemAt(i).widget() for i in range(layout.count())]
     return next(w for w in widgets if w is not None and w.text() == text)
 
@@ -206,20 +206,20 @@ def test_save_writes_into_the_user_folder_and_lists_it(qtbot, qloop, make_panel)
         panel = await make_panel()
         panel.new_file()
         panel.editor.setPlainText("# mine\nFROM llama3.2\n")
-        qtbot.mouseClick(panel.save_button, Qt.MouseButton.LeftButton)
-        assert panel.name_bar.isVisible()
-        panel.name_edit.setText("my-assistant")
-        qtbot.mouseClick(panel.name_save, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(panel.files.save_button, Qt.MouseButton.LeftButton)
+        assert panel.files.name_bar.isVisible()
+        panel.files.name_edit.setText("my-assistant")
+        qtbot.mouseClick(panel.files.name_save, Qt.MouseButton.LeftButton)
         target = panel.context.paths.modelfiles_dir / "my-assistant.Modelfile"
-        await until(lambda: panel.user_root.childCount() == 1)
+        await until(lambda: panel.files.user_root.childCount() == 1)
         assert target.read_text(encoding="utf-8") == "# mine\nFROM llama3.2\n"
-        assert panel.user_root.child(0).text(0) == "my-assistant.Modelfile"
+        assert panel.files.user_root.child(0).text(0) == "my-assistant.Modelfile"
         assert panel.path == target and "•" not in panel.title.text()
 
         panel.editor.appendPlainText("SYSTEM again")
-        qtbot.mouseClick(panel.save_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(panel.files.save_button, Qt.MouseButton.LeftButton)
         await until(lambda: "SYSTEM again" in target.read_text(encoding="utf-8"))
-        assert not panel.name_bar.isVisible()
+        assert not panel.files.name_bar.isVisible()
 
     qloop.run_until_complete(scenario())
 
@@ -227,24 +227,26 @@ def test_save_writes_into_the_user_folder_and_lists_it(qtbot, qloop, make_panel)
 def test_presets_are_listed_and_open_read_only(qtbot, qloop, make_panel):
     async def scenario():
         panel = await make_panel()
-        presets = sorted(p.name for p in panel.presets_dir.glob("*.Modelfile"))
+        presets = sorted(p.name for p in panel.files.presets_dir.glob("*.Modelfile"))
         assert presets, "the repository ships presets in modelfiles/"
-        listed = [panel.preset_root.child(i).text(0) for i in range(panel.preset_root.childCount())]
+        listed = [panel.files.preset_root.child(i).text(0) for i in range(panel.files.preset_root.childCount())]
         assert listed == sorted(presets, key=str.lower)
-        item = panel.preset_root.child(0)
-        original = (panel.presets_dir / item.text(0)).read_text(encoding="utf-8")
-        panel.files.itemClicked.emit(item, 0)
+        item = panel.files.preset_root.child(0)
+        original = (panel.files.presets_dir / item.text(0)).read_text(encoding="utf-8")
+        panel.files.tree.itemClicked.emit(item, 0)
         await until(lambda: panel.path is not None)
         assert panel.editor.toPlainText() == original
         assert panel.editor.isReadOnly() and not panel.form.isEnabled()
-        assert panel.copy_button.isVisible() and not panel.delete_button.isEnabled()
+        assert panel.copy_button.isVisible() and not panel.files.delete_button.isEnabled()
         panel.save()
-        assert panel.name_bar.isVisible() and panel.name_edit.text() == item.text(0).removesuffix(".Modelfile")
-        qtbot.mouseClick(panel.name_save, Qt.MouseButton.LeftButton)
+        assert panel.files.name_bar.isVisible() and panel.files.name_edit.text() == item.text(0).removesuffix(
+            ".Modelfile"
+        )
+        qtbot.mouseClick(panel.files.name_save, Qt.MouseButton.LeftButton)
         copy = panel.context.paths.modelfiles_dir / item.text(0)
         await until(copy.exists)
         assert copy.read_text(encoding="utf-8") == original
-        assert (panel.presets_dir / item.text(0)).read_text(encoding="utf-8") == original
+        assert (panel.files.presets_dir / item.text(0)).read_text(encoding="utf-8") == original
         assert not panel.editor.isReadOnly() and panel.path == copy
 
     qloop.run_until_complete(scenario())
@@ -257,14 +259,14 @@ def test_unsaved_changes_ask_before_switching(qtbot, qloop, make_panel):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "a.Modelfile").write_text("FROM a\n", encoding="utf-8")
         (folder / "b.Modelfile").write_text("FROM b\n", encoding="utf-8")
-        await panel.refresh_files()
+        await panel.files.refresh()
         panel.open_path(folder / "a.Modelfile")
         await until(lambda: panel.path == folder / "a.Modelfile")
         panel.editor.appendPlainText("SYSTEM unsaved")
         edited = panel.editor.toPlainText()
         assert "a.Modelfile •" in panel.title.text()
         panel.open_path(folder / "b.Modelfile")
-        assert panel.ask_bar.isVisible() and "unsaved changes" in panel.ask_text.text()
+        assert panel.files.ask_bar.isVisible() and "unsaved changes" in panel.files.ask_bar.message.text()
         qtbot.mouseClick(_ask_button(panel, "Cancel"), Qt.MouseButton.LeftButton)
         assert panel.path == folder / "a.Modelfile" and "SYSTEM unsaved" in panel.editor.toPlainText()
         panel.open_path(folder / "b.Modelfile")
@@ -333,18 +335,18 @@ def test_create_in_ollama_with_progress_and_a_failure(qtbot, qloop, make_panel):
             assert "llama3.2:latest" in panel.form.from_candidates()
             panel.editor.setPlainText("FROM llama3.2\nSYSTEM You are a pirate.\n")
             qtbot.mouseClick(panel.create_button, Qt.MouseButton.LeftButton)
-            assert panel.create_bar.isVisible()
-            panel.create_name.setText("pirate")
-            qtbot.mouseClick(panel.create_go, Qt.MouseButton.LeftButton)
-            await until(lambda: panel.create_go.isEnabled() and panel.create_status.text())
-            assert panel.create_status.text().startswith("Created pirate"), panel.create_status.text()
+            assert panel.creator.bar.isVisible()
+            panel.creator.name_edit.setText("pirate")
+            qtbot.mouseClick(panel.creator.go, Qt.MouseButton.LeftButton)
+            await until(lambda: panel.creator.go.isEnabled() and panel.creator.status.text())
+            assert panel.creator.status.text().startswith("Created pirate"), panel.creator.status.text()
             assert fake.model("pirate") is not None
 
             fake.fail("/api/create", die=True, after=1)  # the connection drops mid-create
-            panel.create_name.setText("pirate2")
-            qtbot.mouseClick(panel.create_go, Qt.MouseButton.LeftButton)
-            await until(lambda: "not created" in panel.create_status.text())
-            assert "was lost while creating pirate2" in panel.create_status.text()
+            panel.creator.name_edit.setText("pirate2")
+            qtbot.mouseClick(panel.creator.go, Qt.MouseButton.LeftButton)
+            await until(lambda: "not created" in panel.creator.status.text())
+            assert "was lost while creating pirate2" in panel.creator.status.text()
             assert fake.model("pirate2") is None
             await _idle()  # before the server stops
 
@@ -423,22 +425,22 @@ def test_delete_asks_and_saving_over_a_file_asks(qtbot, qloop, make_panel):
         folder = panel.context.paths.modelfiles_dir
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "old.Modelfile").write_text("FROM old\n", encoding="utf-8")
-        await panel.refresh_files()
+        await panel.files.refresh()
         panel.new_file()
         panel.editor.setPlainText("FROM new\n")
         panel.save()
-        panel.name_edit.setText("old")
-        qtbot.mouseClick(panel.name_save, Qt.MouseButton.LeftButton)
-        await until(lambda: panel.ask_bar.isVisible())
-        assert "already exists" in panel.ask_text.text()
+        panel.files.name_edit.setText("old")
+        qtbot.mouseClick(panel.files.name_save, Qt.MouseButton.LeftButton)
+        await until(lambda: panel.files.ask_bar.isVisible())
+        assert "already exists" in panel.files.ask_bar.message.text()
         qtbot.mouseClick(_ask_button(panel, "Replace"), Qt.MouseButton.LeftButton)
         await until(lambda: (folder / "old.Modelfile").read_text(encoding="utf-8") == "FROM new\n")
 
-        await until(lambda: panel.delete_button.isEnabled())
-        qtbot.mouseClick(panel.delete_button, Qt.MouseButton.LeftButton)
-        assert panel.ask_bar.isVisible() and "Delete old.Modelfile" in panel.ask_text.text()
+        await until(lambda: panel.files.delete_button.isEnabled())
+        qtbot.mouseClick(panel.files.delete_button, Qt.MouseButton.LeftButton)
+        assert panel.files.ask_bar.isVisible() and "Delete old.Modelfile" in panel.files.ask_bar.message.text()
         qtbot.mouseClick(_ask_button(panel, "Delete"), Qt.MouseButton.LeftButton)
-        await until(lambda: not (folder / "old.Modelfile").exists() and panel.user_root.childCount() == 0)
+        await until(lambda: not (folder / "old.Modelfile").exists() and panel.files.user_root.childCount() == 0)
         assert panel.path is None and panel.editor.toPlainText() == ""
 
     qloop.run_until_complete(scenario())

@@ -1,0 +1,287 @@
+"""Streaming replies from an OpenAI-compatible ``/v1/chat/completions`` server (vLLM and its kind).
+
+The pieces any client of such a server needs, whatever drives it (``VllmBackend``, a batch runner):
+``request_body`` builds the streaming request, ``sse_data`` reads a server-sent event line, ``Reply`` keeps one
+reply's text, timings and usage (``absorb`` takes a chunk into it), ``error_message`` finds the error text in a
+payload, and ``ChatStream`` is one reply a consumer iterates and may ``stop()``. ``run_reply`` ties them
+together: it streams one reply into a ``ChatStream``, telling its owner when the reply begins and ends and
+asking it to word any failure.
+
+Failures reach ``failure`` as ``HttpError`` (a status other than 200), ``StreamTruncated`` (no ``[DONE]``),
+``StreamError`` (an error event in the stream), ``httpx.HTTPError`` or ``ValueError`` (a chunk that is not JSON).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import httpx
+
+from app.backends.base import Delta
+from app.core.chat import ReplyStats
+from app.core.params import SamplingParams
+
+CHAT_PATH = "/v1/chat/completions"
+DONE = "[DONE]"  # the data of the last server-sent event
+STREAM_TIMEOUT = httpx.Timeout(None, connect=5.0)  # a request may queue for minutes behind others
+
+
+# --- requests and payloads ---------------------------------------------------------------------------------
+def openai_client(base_url: str, api_key: str | None) -> httpx.AsyncClient:
+    """A client for the server at ``base_url`` (``http://host:port``), sending ``api_key`` as a bearer token."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    limits = httpx.Limits(max_connections=512, max_keepalive_connections=64)
+    return httpx.AsyncClient(
+        base_url=base_url, headers=headers, timeout=STREAM_TIMEOUT, limits=limits,
+        follow_redirects=False, trust_env=False,
+    )  # fmt: skip
+
+
+def request_body(model: str, messages: list[dict[str, str]], params: SamplingParams) -> dict[str, Any]:
+    """The streaming ``/v1/chat/completions`` body: sampling in vLLM's terms (typical_p has no equivalent)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k if params.top_k > 0 else -1,  # -1 disables top-k in every vLLM version
+        "min_p": params.min_p,
+        "repetition_penalty": params.repeat_penalty,
+        "presence_penalty": params.presence_penalty,
+        "frequency_penalty": params.frequency_penalty,
+    }
+    if params.max_tokens is not None:
+        body["max_tokens"] = params.max_tokens
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if params.stop:
+        body["stop"] = list(params.stop)
+    return body
+
+
+def error_message(payload: Any) -> str | None:
+    """vLLM's error text from ``{"error": {"message"}}`` (0.10+), ``{"object": "error", "message"}`` or
+    ``{"error": "…"}``; None when ``payload`` is not an error."""
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error")
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    if isinstance(error, str):
+        return error
+    if payload.get("object") == "error":
+        return str(payload.get("message") or "unknown error")
+    return None
+
+
+def json_or_none(response: httpx.Response) -> Any:
+    """The response's JSON, or None when its body is not JSON."""
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+class HttpError(Exception):
+    """The server answered the request with a status other than 200; the text is its error message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class StreamTruncated(Exception):
+    """The stream ended without ``data: [DONE]``."""
+
+
+class StreamError(Exception):
+    """An ``{"error": …}`` event in the stream."""
+
+
+# --- server-sent events ------------------------------------------------------------------------------------
+@contextlib.asynccontextmanager
+async def closing_lines(response: httpx.Response) -> AsyncIterator[AsyncIterator[str]]:
+    """``response.aiter_lines()``, closed response first however the loop ends (qasync has no asyncgen hooks)."""
+    lines = cast(AsyncGenerator[str, None], response.aiter_lines())
+    try:
+        yield lines
+    finally:
+        await response.aclose()
+        await lines.aclose()
+
+
+def sse_data(line: str) -> str | None:
+    """The data of a server-sent ``data:`` line (``DONE`` at the end of the stream); None for any other line."""
+    if not line.startswith("data:"):
+        return None
+    return line[5:].strip()
+
+
+# --- one reply ---------------------------------------------------------------------------------------------
+@dataclass
+class Reply:
+    """One reply's bookkeeping: its text so far, when it was sent and streamed, how it finished, its usage."""
+
+    sent_at: float
+    parts: list[str] = field(default_factory=list)
+    first_at: float | None = None
+    last_at: float | None = None
+    finish: str | None = None
+    usage: dict[str, Any] | None = None
+
+    def stats(self, finish: str) -> ReplyStats:
+        completion = int(self.usage.get("completion_tokens") or 0) if self.usage else len(self.parts)
+        decode = None
+        if self.first_at and self.last_at and completion > 1 and self.last_at > self.first_at:
+            decode = (completion - 1) / (self.last_at - self.first_at)
+        return ReplyStats(
+            prompt_tokens=int(self.usage.get("prompt_tokens") or 0) if self.usage else 0,
+            completion_tokens=completion,
+            ttft_ms=(self.first_at - self.sent_at) * 1000 if self.first_at else None,
+            decode_tokens_per_s=decode,
+            total_ms=(time.perf_counter() - self.sent_at) * 1000,
+            finish_reason=finish,
+        )
+
+
+def absorb(reply: Reply, chunk: Any) -> str:
+    """Take one SSE chunk into ``reply``; returns its text. Raises StreamError for an error event."""
+    message = error_message(chunk)
+    if message is not None:
+        raise StreamError(message)
+    if not isinstance(chunk, dict):
+        return ""
+    if chunk.get("usage"):
+        reply.usage = chunk["usage"]
+    text = ""
+    for choice in chunk.get("choices") or []:
+        text += (choice.get("delta") or {}).get("content") or ""
+        reply.finish = choice.get("finish_reason") or reply.finish
+    if text:
+        now = time.perf_counter()
+        reply.first_at = reply.first_at or now
+        reply.last_at = now
+        reply.parts.append(text)
+    return text
+
+
+class ChatStream(AsyncIterator[Delta]):
+    """One streamed reply: ``async for delta in stream``; ``stop()`` ends it; ``stats`` once it has ended.
+
+    Also an async context manager (``async with backend.stream_chat(...) as stream``) that closes it on exit.
+    """
+
+    def __init__(self, run: Callable[[ChatStream], AsyncGenerator[Delta, None]]) -> None:
+        self.stats: ReplyStats | None = None
+        self.stopping = False
+        self._pump: asyncio.Task[None] | None = None
+        self._run = run(self)
+
+    @property
+    def done(self) -> bool:
+        return self.stats is not None
+
+    def stop(self) -> None:
+        """End this reply: its HTTP request is closed, which makes the server abort it (finish "stopped")."""
+        self.stopping = True
+        if self._pump is not None:
+            self._pump.cancel()
+
+    def __aiter__(self) -> ChatStream:
+        return self
+
+    async def __anext__(self) -> Delta:
+        return await self._run.__anext__()
+
+    async def aclose(self) -> None:
+        await self._run.aclose()
+
+    async def __aenter__(self) -> ChatStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+# --- streaming one reply -----------------------------------------------------------------------------------
+async def run_reply(
+    stream: ChatStream,
+    body: dict[str, Any],
+    *,
+    client: Callable[[], httpx.AsyncClient],
+    begin: Callable[[ChatStream], None] | None = None,
+    end: Callable[[ChatStream, ReplyStats], None] | None = None,
+    failure: Callable[[BaseException, str], Exception],
+) -> AsyncGenerator[Delta, None]:
+    """Stream the reply to ``body`` into ``stream``: ``ChatStream(lambda s: run_reply(s, body, ...))``.
+
+    ``client()`` is asked for the HTTP client once the reply starts. ``begin(stream)`` runs when it starts;
+    ``end(stream, stats)`` once it has ended however it ended, its request closed and ``stream.stats`` set.
+    A failure is raised as ``failure(exc, partial_text)``. The finish reason is "stopped" when ``stop()`` ended
+    the reply or the consumer stopped reading, "error" after a failure, else the server's ("stop" by default).
+    """
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    reply = Reply(sent_at=time.perf_counter())
+    stream._pump = asyncio.create_task(_pump(client(), body, queue))
+    if begin is not None:
+        begin(stream)
+    finish: str | None = None
+    try:
+        while True:
+            kind, value = await queue.get()
+            if stream.stopping or kind == "stopped":
+                finish = "stopped"
+                return
+            if kind == "end":
+                finish = reply.finish or "stop"
+                return
+            if kind == "chunk":
+                try:
+                    text = absorb(reply, value)
+                except StreamError as exc:
+                    kind, value = "error", exc
+            if kind == "error":
+                finish = "error"
+                raise failure(value, "".join(reply.parts))
+            if text:
+                yield Delta(text)
+    finally:
+        pump = stream._pump
+        if not pump.done():
+            pump.cancel()
+        await asyncio.wait({pump})  # the HTTP request is closed once the pump has ended
+        stream.stats = stats = reply.stats(finish or "stopped")  # None: the consumer stopped reading
+        if end is not None:
+            end(stream, stats)
+
+
+async def _pump(client: httpx.AsyncClient, body: dict[str, Any], queue: asyncio.Queue[tuple[str, Any]]) -> None:
+    """Read the SSE stream into ``queue``; cancelling this task closes the HTTP request."""
+    try:
+        async with client.stream("POST", CHAT_PATH, json=body) as response:
+            if response.status_code != 200:
+                await response.aread()
+                raise HttpError(response.status_code, error_message(json_or_none(response)) or response.text)
+            async with closing_lines(response) as lines:
+                async for line in lines:
+                    data = sse_data(line)
+                    if data is None:
+                        continue
+                    if data == DONE:
+                        queue.put_nowait(("end", None))
+                        return
+                    queue.put_nowait(("chunk", json.loads(data)))
+        raise StreamTruncated
+    except asyncio.CancelledError:
+        queue.put_nowait(("stopped", None))
+        raise
+    except Exception as exc:
+        queue.put_nowait(("error", exc))

@@ -1,0 +1,404 @@
+"""The vLLM backend: the Backend protocol over vLLM's OpenAI-compatible server, remote or started by the app.
+
+vLLM batches: several replies generate at once on one server, which is the reason to use it. So
+``stream_chat`` may be called again while replies are in flight; each call returns a ``ChatStream`` with its
+own ``stop()`` and ``stats``, and ``stats()`` is the last reply that ended. Stopping a reply closes its HTTP
+request, which makes vLLM abort it. ``metrics()`` reads ``/metrics`` (KV-cache usage, queue, throughput);
+``kv_usage()`` is the KV cache as of the last reading. The streaming itself is ``app.backends.openai_stream``.
+
+Remote mode talks to a server someone started (``base_url``); managed mode starts one per model through a
+``server_factory`` (``app.services.vllm_server.VllmServer``: backends may not import services, so the caller
+passes it in) and stops it on unload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import secrets
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from app.backends.base import (
+    BackendBusyError,
+    BackendError,
+    BackendState,
+    GenerationError,
+    KvUsage,
+    ModelInfo,
+    ModelLoadError,
+    StateKind,
+    StateListener,
+)
+from app.backends.openai_stream import STREAM_TIMEOUT as STREAM_TIMEOUT  # re-exported
+from app.backends.openai_stream import (
+    ChatStream,
+    HttpError,
+    StreamError,
+    StreamTruncated,
+    error_message,
+    json_or_none,
+    openai_client,
+    request_body,
+    run_reply,
+)
+from app.core.chat import ReplyStats
+from app.core.params import LoadParams, SamplingParams
+from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics
+from app.core.vllm_options import VllmServerOptions
+
+log = logging.getLogger("app.backends.vllm")
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+CHECK_TIMEOUT_S = 10.0
+KEPT = " The partial reply was kept."
+
+
+# --- capabilities the UI can check with isinstance ---------------------------------------------------------
+@runtime_checkable
+class ConcurrentChats(Protocol):
+    """A backend on which several ``stream_chat`` calls may run at once, each a ``ChatStream``."""
+
+    @property
+    def active_chats(self) -> int: ...
+
+    def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> ChatStream: ...
+
+
+@runtime_checkable
+class EngineMetrics(Protocol):
+    """A backend whose engine reports live figures (KV cache, queue, throughput)."""
+
+    async def metrics(self) -> VllmMetrics: ...
+
+
+class ManagedServer(Protocol):
+    """What managed mode needs of a server it starts (``app.services.vllm_server.VllmServer``)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    async def start(self) -> Any: ...
+
+    async def stop(self) -> None: ...
+
+
+ServerFactory = Callable[[Any, VllmServerOptions], ManagedServer]  # (python, options) -> server: VllmServer fits
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+def normalize_url(url: str | None) -> str:
+    """``host:port``, ``http://host:port/`` or ``…/v1`` → ``http://host:port``; user info is refused."""
+    raw = (url or "").strip() or DEFAULT_URL
+    if "://" not in raw:
+        raw = "http://" + raw
+    split = urllib.parse.urlsplit(raw)
+    if split.scheme not in ("http", "https") or not split.hostname:
+        raise BackendError(f"'{raw}' is not a vLLM server address. Use one like {DEFAULT_URL}.")
+    if split.username or split.password:
+        raise BackendError("Put the vLLM API key in the API key field, not in the server address.")
+    path = split.path.rstrip("/").removesuffix("/v1")
+    return urllib.parse.urlunsplit((split.scheme, split.netloc, path, "", ""))
+
+
+# --- the backend -------------------------------------------------------------------------------------------
+class VllmBackend:
+    """Chat through a vLLM server (``kind = "vllm"``); several replies may generate at once."""
+
+    kind = "vllm"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        managed: bool = False,
+        python: str | None = None,
+        server_factory: ServerFactory | None = None,
+        server_options: VllmServerOptions | None = None,
+    ) -> None:
+        """Remote: ``base_url`` (default http://127.0.0.1:8000). Managed: ``server_factory(python, options)``
+        starts a server per load; ``server_options`` are the settings whose model and max_model_len each load
+        replaces."""
+        if managed and server_factory is None:
+            raise BackendError("Starting vLLM needs a server factory (app.services.vllm_server.VllmServer).")
+        self.managed = managed
+        self.base_url = "" if managed else normalize_url(base_url)
+        self._api_key = api_key or None
+        self._python = python
+        self._server_factory = server_factory
+        self._server_options = server_options
+        self._server: ManagedServer | None = None
+        self._started_for: tuple[str, int] | None = None
+        self._client = openai_client(self.base_url, self._api_key)
+        self._state = BackendState(StateKind.STOPPED)
+        self._listeners: list[StateListener] = []
+        self._model: ModelInfo | None = None
+        self._served = ""
+        self._stats: ReplyStats | None = None
+        self._metrics: VllmMetrics | None = None
+        self._streams: set[ChatStream] = set()
+
+    # --- public API -----------------------------------------------------------------------------------------
+    @property
+    def state(self) -> BackendState:
+        return self._state
+
+    @property
+    def model(self) -> ModelInfo | None:
+        return self._model
+
+    @property
+    def active_chats(self) -> int:
+        return len(self._streams)
+
+    @property
+    def generating(self) -> bool:
+        return bool(self._streams)
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        self._listeners.append(listener)
+
+    def stats(self) -> ReplyStats | None:
+        """The figures of the reply that ended last (each ``ChatStream`` has its own ``stats``)."""
+        return self._stats
+
+    def last_metrics(self) -> VllmMetrics | None:
+        return self._metrics
+
+    def kv_usage(self) -> KvUsage | None:
+        """The KV cache in tokens (usage fraction × blocks × block size) as of the last ``metrics()``."""
+        metrics = self._metrics
+        capacity = metrics.kv_capacity_tokens if metrics else None
+        if metrics is None or capacity is None or metrics.kv_cache_usage_fraction is None:
+            return None
+        return KvUsage(round(metrics.kv_cache_usage_fraction * capacity), capacity)
+
+    async def load(self, model: str, params: LoadParams) -> ModelInfo:
+        """Make ``model`` ready: start a server for it (managed) or check the server serves it (remote).
+
+        Raises ModelLoadError saying what is wrong (server down, key refused, model not served …).
+        """
+        if self.generating:
+            raise BackendBusyError("Replies are being generated. Stop them before loading another model.")
+        model = model.strip()
+        if not model and self.managed:
+            raise ModelLoadError("Choose a model for vLLM to serve (a Hugging Face id or a model folder).")
+        self._set_state(StateKind.STARTING, f"loading {model or 'the served model'}")
+        self._model = None
+        started = time.perf_counter()
+        try:
+            served = await self._start_server(model, params) if self.managed else model
+            entry = await self._served_entry(served)
+        except BackendError as exc:
+            if self.managed:
+                await self._stop_server()
+            self._set_state(StateKind.FAILED, str(exc))
+            raise ModelLoadError(str(exc)) from exc
+        self._served = str(entry["id"])
+        with contextlib.suppress(BackendError):
+            await self.metrics()
+        self._model = self._model_info(entry, params, time.perf_counter() - started)
+        self._set_state(StateKind.READY, self._served)
+        log.info("vLLM serves %s at %s (max_model_len %d)", self._served, self.base_url, self._model.n_ctx)
+        return self._model
+
+    async def unload(self) -> None:
+        """Forget the model; in managed mode the server is stopped, which frees its GPU memory."""
+        if self.generating:
+            raise BackendBusyError("Replies are being generated. Stop them before unloading the model.")
+        await self._stop_server()
+        self._model, self._metrics = None, None
+        self._set_state(StateKind.STOPPED)
+
+    def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> ChatStream:
+        """Start streaming a reply; other replies may be in flight. Cancelling the consumer stops it too."""
+        if self._model is None:
+            raise BackendError("No model is loaded. Choose a vLLM model and load it first.")
+        body = request_body(self._served, messages, params)
+        return ChatStream(lambda stream: run_reply(
+            stream, body, client=lambda: self._client, begin=self._begin, end=self._end, failure=self._generation_error
+        ))  # fmt: skip
+
+    def stop(self) -> None:
+        """Stop every reply in flight."""
+        for stream in list(self._streams):
+            stream.stop()
+
+    async def metrics(self) -> VllmMetrics:
+        """Read ``/metrics`` now (it needs no API key, even with ``--api-key``); kept for ``kv_usage()``."""
+        if not self.base_url:
+            raise BackendError("No vLLM server is running yet: load a model first.")
+        try:
+            response = await self._client.get("/metrics", timeout=CHECK_TIMEOUT_S)
+        except httpx.HTTPError as exc:
+            raise BackendError(self._transport_failure(exc, "reading its metrics")) from None
+        if response.status_code != 200:
+            raise BackendError(f"vLLM at {self.base_url} has no readable /metrics (HTTP {response.status_code}).")
+        try:
+            self._metrics = parse_metrics(response.text)
+        except MetricsParseError as exc:
+            raise BackendError(str(exc)) from None
+        return self._metrics
+
+    async def close(self) -> None:
+        """Stop every reply, stop a managed server and close the connections."""
+        self.stop()
+        await self._stop_server()
+        await self._client.aclose()
+        self._model, self._metrics = None, None
+        self._set_state(StateKind.STOPPED)
+
+    # --- loading --------------------------------------------------------------------------------------------
+    async def _start_server(self, model: str, params: LoadParams) -> str:
+        """Start a vLLM server for ``model`` (stopping another one); returns the name it serves."""
+        options = self._options_for(model, params)
+        if self._server is not None and self._started_for == (model, params.n_ctx):
+            return options.display_name  # already serving it: a restart would cost minutes
+        await self._stop_server()
+        assert self._server_factory is not None
+        server = self._server_factory(self._python, options)
+        self._server = server
+        try:
+            await server.start()
+        except BackendError:
+            raise
+        except Exception as exc:  # VllmServerError (a service error) or an OS error: its text is the reason
+            raise BackendError(str(exc) or f"vLLM could not start: {exc!r}") from exc
+        self.base_url = normalize_url(server.base_url)
+        self._started_for = (model, params.n_ctx)
+        self._api_key = options.api_key
+        await self._client.aclose()
+        self._client = openai_client(self.base_url, self._api_key)
+        return options.display_name
+
+    def _options_for(self, model: str, params: LoadParams) -> VllmServerOptions:
+        """This load's server options, with a fresh API key when none was given: no one else can use the server."""
+        base = self._server_options or VllmServerOptions(model=model)
+        if not base.api_key:
+            self._api_key = self._api_key or secrets.token_urlsafe(24)
+        return dataclasses.replace(base, model=model, max_model_len=params.n_ctx, api_key=base.api_key or self._api_key)
+
+    async def _stop_server(self) -> None:
+        server, self._server, self._started_for = self._server, None, None
+        if server is not None:
+            await server.stop()
+
+    async def _served_entry(self, model: str) -> dict[str, Any]:
+        """Check ``/health``, then find ``model`` in ``/v1/models`` (the only served one when ``model`` is "")."""
+        health = await self._get("/health", "checking its health")
+        if health.status_code != 200:
+            raise BackendError(
+                f"vLLM at {self.base_url} is not ready (/health answered {health.status_code}): it is still "
+                "loading the model or its engine has stopped. Wait a moment and load again, or read its log."
+            )
+        response = await self._get("/v1/models", "listing its models")
+        self._check_status(response, "/v1/models")
+        try:
+            entries = [e for e in response.json()["data"] if isinstance(e, dict) and "id" in e]
+        except (ValueError, KeyError, TypeError):
+            raise BackendError(f"The server at {self.base_url} is not a vLLM (OpenAI-compatible) server.") from None
+        names = [str(e["id"]) for e in entries]
+        if not model and len(entries) == 1:
+            return entries[0]
+        for entry in entries:
+            if entry["id"] == model:
+                return entry
+        served = ", ".join(names) or "nothing"
+        wanted = f"does not serve '{model}'" if model else "serves several models"
+        raise BackendError(f"vLLM at {self.base_url} {wanted}. It serves: {served}. Choose one of those.")
+
+    async def _get(self, path: str, doing: str) -> httpx.Response:
+        try:
+            return await self._client.get(path, timeout=CHECK_TIMEOUT_S)
+        except httpx.HTTPError as exc:
+            raise BackendError(self._transport_failure(exc, doing)) from None
+
+    def _check_status(self, response: httpx.Response, path: str) -> None:
+        if response.status_code == 401:
+            raise BackendError(self._key_refused())
+        if response.status_code != 200:
+            reason = error_message(json_or_none(response)) or response.text[:200]
+            raise BackendError(f"vLLM at {self.base_url} answered {path} with HTTP {response.status_code}: {reason}")
+
+    def _model_info(self, entry: dict[str, Any], params: LoadParams, seconds: float) -> ModelInfo:
+        n_ctx = int(entry.get("max_model_len") or params.n_ctx)
+        metadata = {"backend": "vllm", "base_url": self.base_url, "mode": "managed" if self.managed else "remote"}
+        if entry.get("root"):
+            metadata["root"] = str(entry["root"])
+        if self._metrics is not None and self._metrics.kv_capacity_tokens:
+            metadata["kv_cache_tokens"] = str(self._metrics.kv_capacity_tokens)
+        if n_ctx != params.n_ctx:
+            metadata["n_ctx_requested"] = str(params.n_ctx)
+        return ModelInfo(
+            path=str(entry.get("root") or entry["id"]), name=str(entry["id"]), architecture=None, n_ctx=n_ctx,
+            n_ctx_train=None, n_gpu_layers=-1, chat_format=None,
+            chat_format_reason="vLLM formats the prompt with the model's own chat template",
+            load_seconds=seconds, gpu_offload_supported=True, metadata=metadata,
+        )  # fmt: skip
+
+    # --- streaming ------------------------------------------------------------------------------------------
+    def _begin(self, stream: ChatStream) -> None:
+        self._streams.add(stream)
+        if len(self._streams) == 1:
+            self._set_state(StateKind.GENERATING, self._served)
+
+    def _end(self, stream: ChatStream, stats: ReplyStats) -> None:
+        self._stats = stats
+        self._streams.discard(stream)
+        if self._streams:
+            return
+        if self._model is not None:
+            self._set_state(StateKind.READY, self._model.name)
+        elif self._state.kind is StateKind.GENERATING:
+            self._set_state(StateKind.STOPPED)
+
+    # --- errors ---------------------------------------------------------------------------------------------
+    def _set_state(self, kind: StateKind, detail: str = "") -> None:
+        self._state = BackendState(kind, detail)
+        for listener in list(self._listeners):
+            listener(self._state)
+
+    def _not_answering(self) -> str:
+        if self.managed:
+            return f"vLLM is not answering at {self.base_url}: the server the app started has stopped. Load again."
+        return (
+            f"vLLM is not answering at {self.base_url}. Start it (`vllm serve MODEL --host 127.0.0.1 --port PORT`) "
+            "or check the address."
+        )
+
+    def _key_refused(self) -> str:
+        if self._api_key:
+            return f"vLLM at {self.base_url} refused the API key (HTTP 401): enter the key it was started with."
+        return f"vLLM at {self.base_url} needs an API key (HTTP 401): enter the key it was started with (--api-key)."
+
+    def _transport_failure(self, exc: BaseException, doing: str) -> str:
+        if isinstance(exc, httpx.ConnectError):
+            return self._not_answering()
+        if isinstance(exc, httpx.TimeoutException):
+            return f"vLLM at {self.base_url} did not answer in time while {doing}. It may be busy; try again."
+        return f"The connection to vLLM at {self.base_url} was lost while {doing}. Check that it is still running."
+
+    def _generation_error(self, exc: BaseException, partial: str) -> GenerationError:
+        kept = KEPT if partial else ""
+        if isinstance(exc, HttpError):
+            if exc.status == 401:
+                return GenerationError(self._key_refused(), partial)
+            return GenerationError(f"vLLM refused the request (HTTP {exc.status}): {exc}", partial)
+        if isinstance(exc, httpx.ConnectError):
+            self._model = None
+            self._set_state(StateKind.FAILED, self._not_answering())
+            return GenerationError(self._not_answering() + " Load the model again to continue.", partial)
+        if isinstance(exc, httpx.HTTPError | StreamTruncated):
+            return GenerationError(self._transport_failure(exc, "generating a reply") + kept, partial)
+        if isinstance(exc, StreamError):
+            return GenerationError(f"vLLM stopped the reply with an error: {exc}.{kept}", partial)
+        if isinstance(exc, ValueError):  # json.JSONDecodeError included
+            return GenerationError(f"vLLM at {self.base_url} sent a reply this app cannot read.{kept}", partial)
+        log.error("Unexpected failure streaming from vLLM: %r", exc)
+        return GenerationError(f"Generating through vLLM failed: {exc}.{kept}", partial)

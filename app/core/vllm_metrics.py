@@ -1,0 +1,202 @@
+"""vLLM's Prometheus ``/metrics`` page read into plain figures, and rates between two readings.
+
+Names follow vLLM's V1 engine (0.9 and later): counters are exposed with ``_total``, ``kv_cache_usage_perc``
+is a 0–1 fraction despite its name, and the KV cache's size is only in the labels of
+``vllm:cache_config_info`` (``num_gpu_blocks``, ``block_size``). A series a vLLM version does not expose
+reads as ``None``; the names older versions used (``gpu_cache_usage_perc``, ``gpu_prefix_cache_*``) are
+read when the new ones are absent. Values are summed over engines (data parallel), except the KV usage
+fraction, which is averaged.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+# Each figure: the sample names to try, newest first (the first name present wins).
+_KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+_RUNNING = ("vllm:num_requests_running",)
+_WAITING = ("vllm:num_requests_waiting",)
+_PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+_PREFIX_QUERIES = (
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_queries",
+    "vllm:gpu_prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_queries",
+)
+_PREFIX_HITS = (
+    "vllm:prefix_cache_hits_total",
+    "vllm:prefix_cache_hits",
+    "vllm:gpu_prefix_cache_hits_total",
+    "vllm:gpu_prefix_cache_hits",
+)
+_PROMPT_TOKENS = ("vllm:prompt_tokens_total", "vllm:prompt_tokens")
+_GENERATION_TOKENS = ("vllm:generation_tokens_total", "vllm:generation_tokens")
+_TTFT_COUNT = ("vllm:time_to_first_token_seconds_count",)
+_TTFT_SUM = ("vllm:time_to_first_token_seconds_sum",)
+_CACHE_CONFIG = "vllm:cache_config_info"
+
+
+class MetricsParseError(ValueError):
+    """The page is not Prometheus text; the message says so in words."""
+
+
+@dataclass(frozen=True)
+class VllmMetrics:
+    """One reading of vLLM's ``/metrics``. Every figure is ``None`` when the server does not expose it.
+
+    Counters (``*_total``) only grow while the server runs; compare two readings with ``rates``.
+    """
+
+    kv_cache_usage_fraction: float | None = None
+    num_gpu_blocks: int | None = None
+    block_size_tokens: int | None = None
+    requests_running: int | None = None
+    requests_waiting: int | None = None
+    preemptions_total: float | None = None
+    prefix_cache_queries_total: float | None = None
+    prefix_cache_hits_total: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    ttft_count: float | None = None
+    ttft_sum_s: float | None = None
+    model_names: tuple[str, ...] = ()
+    cache_config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Hits over queries since the server started (0–1), None before the first query."""
+        return _ratio(self.prefix_cache_hits_total, self.prefix_cache_queries_total)
+
+    @property
+    def mean_ttft_s(self) -> float | None:
+        """Mean time to first token since the server started, in seconds."""
+        return _ratio(self.ttft_sum_s, self.ttft_count)
+
+    @property
+    def kv_capacity_tokens(self) -> int | None:
+        """How many tokens the KV cache holds: blocks × block size."""
+        if self.num_gpu_blocks is None or self.block_size_tokens is None:
+            return None
+        return self.num_gpu_blocks * self.block_size_tokens
+
+    @property
+    def kv_used_blocks(self) -> int | None:
+        """Blocks in use now (usage fraction × blocks, rounded)."""
+        if self.kv_cache_usage_fraction is None or self.num_gpu_blocks is None:
+            return None
+        return round(self.kv_cache_usage_fraction * self.num_gpu_blocks)
+
+
+@dataclass(frozen=True)
+class VllmRates:
+    """What changed between two readings, per second. None where a figure is missing or a counter went back."""
+
+    seconds: float
+    prompt_tokens_per_s: float | None
+    generation_tokens_per_s: float | None
+    new_preemptions: int | None
+    prefix_cache_hit_rate: float | None  # over the interval only; None when nothing was queried
+    mean_ttft_s: float | None  # of the requests that got their first token in the interval
+
+    @property
+    def preempting(self) -> bool:
+        """True when vLLM preempted requests in the interval: the KV cache ran out and work is being redone."""
+        return bool(self.new_preemptions)
+
+
+def parse_metrics(text: str, model_name: str | None = None) -> VllmMetrics:
+    """Read a ``/metrics`` page. With ``model_name``, series labelled with another model are left out.
+
+    Raises MetricsParseError when the text is not in Prometheus' text format.
+    """
+    samples: dict[str, list[float]] = defaultdict(list)
+    cache_configs: list[dict[str, str]] = []
+    models: set[str] = set()
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = sample.labels
+                if model_name is not None and labels.get("model_name", model_name) != model_name:
+                    continue
+                if "model_name" in labels:
+                    models.add(labels["model_name"])
+                if sample.name == _CACHE_CONFIG:
+                    cache_configs.append(dict(labels))
+                else:
+                    samples[sample.name].append(sample.value)
+    except ValueError as exc:
+        raise MetricsParseError(f"The server's /metrics page is not Prometheus text ({exc}).") from None
+    return _metrics(samples, cache_configs, tuple(sorted(models)))
+
+
+def rates(previous: VllmMetrics, current: VllmMetrics, seconds: float) -> VllmRates:
+    """Throughput and events between two readings taken ``seconds`` apart."""
+
+    def delta(name: str) -> float | None:
+        before, after = getattr(previous, name), getattr(current, name)
+        if before is None or after is None or after < before:  # missing, or the server restarted
+            return None
+        return float(after - before)
+
+    def per_second(name: str) -> float | None:
+        change = delta(name)
+        return change / seconds if change is not None and seconds > 0 else None
+
+    preemptions = delta("preemptions_total")
+    return VllmRates(
+        seconds=seconds,
+        prompt_tokens_per_s=per_second("prompt_tokens_total"),
+        generation_tokens_per_s=per_second("generation_tokens_total"),
+        new_preemptions=int(preemptions) if preemptions is not None else None,
+        prefix_cache_hit_rate=_ratio(delta("prefix_cache_hits_total"), delta("prefix_cache_queries_total")),
+        mean_ttft_s=_ratio(delta("ttft_sum_s"), delta("ttft_count")),
+    )
+
+
+def _metrics(samples: dict[str, list[float]], configs: list[dict[str, str]], models: tuple[str, ...]) -> VllmMetrics:
+    def total(names: tuple[str, ...]) -> float | None:
+        for name in names:
+            if samples.get(name):
+                return sum(samples[name])
+        return None
+
+    def count(names: tuple[str, ...]) -> int | None:
+        value = total(names)
+        return round(value) if value is not None else None
+
+    usage = next((samples[n] for n in _KV_USAGE if samples.get(n)), None)
+    blocks = [_int_label(c, "num_gpu_blocks") for c in configs]
+    sizes = [_int_label(c, "block_size") for c in configs]
+    return VllmMetrics(
+        kv_cache_usage_fraction=sum(usage) / len(usage) if usage else None,
+        num_gpu_blocks=sum(b for b in blocks if b is not None) if blocks and None not in blocks else None,
+        block_size_tokens=next((s for s in sizes if s is not None), None),
+        requests_running=count(_RUNNING),
+        requests_waiting=count(_WAITING),
+        preemptions_total=total(_PREEMPTIONS),
+        prefix_cache_queries_total=total(_PREFIX_QUERIES),
+        prefix_cache_hits_total=total(_PREFIX_HITS),
+        prompt_tokens_total=total(_PROMPT_TOKENS),
+        generation_tokens_total=total(_GENERATION_TOKENS),
+        ttft_count=total(_TTFT_COUNT),
+        ttft_sum_s=total(_TTFT_SUM),
+        model_names=models,
+        cache_config=configs[0] if configs else {},
+    )
+
+
+def _int_label(labels: dict[str, str], key: str) -> int | None:
+    """An integer label such as ``num_gpu_blocks="27000"``; None for a missing one or ``"None"``."""
+    try:
+        return int(labels[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator

@@ -1,0 +1,199 @@
+"""``llm-workstation batch`` and ``bench batch`` against the fake vLLM server: exit codes, messages, files."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from app import commands_batch
+from tests import fake_openai
+from tests.fake_openai import FakeOpenAIServer
+
+
+def _wired() -> bool:
+    """Whether ``app.cli`` already routes ``batch`` (then the tests run ``python -m app`` in a subprocess)."""
+    from app.cli import build_parser
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            build_parser().parse_args(["batch", "in.jsonl", "--endpoint", "http://h:1", "--output", "o.jsonl"])
+        except SystemExit:
+            return False
+    return True
+
+
+WIRED = _wired()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llm-workstation")
+    verbs = parser.add_subparsers(dest="verb")
+    commands_batch.add_parser(verbs)
+    kinds = verbs.add_parser("bench").add_subparsers(dest="bench_kind")
+    commands_batch.add_bench_parser(kinds)
+    return parser
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    if WIRED:
+        command = [sys.executable, "-m", "app", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            parsed = _parser().parse_args(args)
+            code = commands_batch.run(parsed) if parsed.verb == "batch" else commands_batch.run_bench(parsed)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr(fake_openai._Server, "request_queue_size", 128)  # see tests/services/test_batch.py
+    with FakeOpenAIServer(models=("tiny",)) as server:
+        yield server
+
+
+def write_jsonl(path, *items) -> str:
+    path.write_text("".join((i if isinstance(i, str) else json.dumps(i)) + "\n" for i in items))
+    return str(path)
+
+
+def results(path) -> dict[str, dict]:
+    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_bad_lines_are_listed_and_the_rest_runs_with_exit_0(fake, tmp_path):
+    source = write_jsonl(
+        tmp_path / "in.jsonl",
+        {"id": "a", "prompt": "hello", "max_tokens": 4, "ignore_eos": True, "seed": 3},
+        "{oops",
+        {"id": "b", "messages": [{"role": "user", "content": "hi"}]},
+        {"id": "c", "prompt": "x", "max_tokens": "many"},
+    )
+    out = tmp_path / "out.jsonl"
+    result = cli("batch", source, "--endpoint", fake.base_url, "--concurrency", "2", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"{source}: line 2: bad JSON" in result.stderr
+    assert f'{source}: line 4: max_tokens must be an integer, not "many"' in result.stderr
+    assert "2 bad input lines are skipped; the others run" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "model tiny: 2 requests, 2 done, 0 failed" in result.stdout
+    assert "2 bad input lines were skipped" in result.stdout
+    assert set(results(out)) == {"a", "b"}
+    body = fake.requests_to("/v1/completions")[0].json
+    assert body["ignore_eos"] is True and body["seed"] == 3
+
+
+def test_csv_input_and_a_json_summary_and_a_rerun_that_has_nothing_left(fake, tmp_path):
+    source = tmp_path / "in.csv"
+    source.write_text('id,prompt,max_tokens\nq1,"first\nquestion",3\nq2,second,3\n')
+    out = tmp_path / "out.jsonl"
+    args = ("batch", str(source), "--endpoint", fake.base_url, "--chat", "--output", str(out), "--json")
+    result = cli(*args)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["count"], summary["done"], summary["failed"], summary["bad_input_lines"]) == (2, 2, 0, 0)
+    assert set(summary["latency_ms"]) == {"p50", "p90", "p99"} and summary["output_tokens"] == 6
+    assert results(out)["q1"]["output"] == "You said: first"
+    assert len(fake.requests_to("/v1/chat/completions")) == 2
+    again = cli(*args)
+    assert again.returncode == 0 and json.loads(again.stdout)["skipped"] == 2
+    assert "nothing to do: all 2 requests already finished" in again.stderr
+
+
+def test_shortest_first_and_priority_flags_reach_the_server(fake, tmp_path):
+    source = write_jsonl(tmp_path / "in.jsonl", {"prompt": "a long prompt here"}, {"prompt": "short"})
+    out = tmp_path / "out.jsonl"
+    args = ("--endpoint", fake.base_url, "-c", "1", "-o", str(out), "--shortest-first", "--priority")
+    assert cli("batch", source, *args).returncode == 0
+    sent = [(r.json["prompt"], r.json["priority"]) for r in fake.requests_to("/v1/completions")]
+    assert sent == [("short", 0), ("a long prompt here", 1)]
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda tmp: str(tmp / "missing.jsonl"), "cannot read"),
+        (lambda tmp: write_jsonl(tmp / "bad.jsonl", "{nope", "[]"), "no request in"),
+        (lambda tmp: str((tmp / "x.csv").write_text("a,b\n1,2\n") and tmp / "x.csv"), 'no "prompt" column'),
+    ],
+)
+def test_unreadable_input_exits_2_with_one_line(fake, tmp_path, setup, message):
+    result = cli("batch", setup(tmp_path), "--endpoint", fake.base_url, "--output", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("llm-workstation: ") and message in last
+    assert "Traceback" not in result.stderr and not fake.requests
+
+
+def test_bad_options_exit_2(fake, tmp_path):
+    source = write_jsonl(tmp_path / "in.jsonl", {"prompt": "x"})
+    out = str(tmp_path / "o.jsonl")
+    assert cli("batch", source, "--endpoint", "ftp://x", "-o", out).returncode == 2
+    assert cli("batch", source, "--endpoint", fake.base_url, "-o", out, "-c", "0").returncode == 2
+    (tmp_path / "notes.txt").write_text("not results\n")
+    refused = cli("batch", source, "--endpoint", fake.base_url, "-o", str(tmp_path / "notes.txt"))
+    assert refused.returncode == 2 and "is not a batch result" in refused.stderr
+
+
+def test_a_server_that_is_down_exits_1_with_one_line(tmp_path):
+    source = write_jsonl(tmp_path / "in.jsonl", {"prompt": "x"})
+    url = FakeOpenAIServer.unused_url()
+    result = cli("batch", source, "--endpoint", url, "--output", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(f"llm-workstation: cannot reach the server at {url}")
+    assert "Traceback" not in result.stderr
+
+
+def test_every_request_failing_exits_1_and_names_the_first_error(fake, tmp_path):
+    for _ in range(2):
+        fake.fail("/v1/completions", status=400, error="prompt too long")
+    source = write_jsonl(tmp_path / "in.jsonl", {"id": "a", "prompt": "x"}, {"id": "b", "prompt": "y"})
+    result = cli("batch", source, "--endpoint", fake.base_url, "-c", "1", "--output", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 1
+    assert "every request failed; the first: a: HTTP 400: prompt too long" in result.stderr
+
+
+def test_the_api_key_comes_from_the_environment_and_never_shows(fake, tmp_path, monkeypatch):
+    fake.api_key = "right-key"
+    source = write_jsonl(tmp_path / "in.jsonl", {"prompt": "x"})
+    out = str(tmp_path / "o.jsonl")
+    wrong = cli("batch", source, "--endpoint", fake.base_url, "--api-key", "wrong-key", "-o", out)
+    assert wrong.returncode == 1 and "refused the API key" in wrong.stderr and "wrong-key" not in wrong.stderr
+    monkeypatch.setenv("LLMW_API_KEY", "right-key")
+    assert cli("batch", source, "--endpoint", fake.base_url, "-o", out).returncode == 0
+
+
+def test_bench_batch_reports_both_paths_at_each_concurrency(fake, tmp_path):
+    fake.token_delay_s = 0.001
+    args = ("--endpoint", fake.base_url, "--prompts", "6", "--max-tokens", "4", "--concurrency", "1,3", "--rounds", "1")
+    result = cli("bench", "batch", *args, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["model"] == "tiny" and report["max_tokens"] == 4 and report["target_ratio"] == 0.95
+    assert [level["concurrency"] for level in report["levels"]] == [1, 3]
+    for level in report["levels"]:
+        assert level["runner_tokens_per_s"] > 0 and level["baseline_tokens_per_s"] > 0
+        assert level["ratio"] == pytest.approx(level["runner_tokens_per_s"] / level["baseline_tokens_per_s"])
+        for sample in level["samples"]["runner"] + level["samples"]["baseline"]:
+            assert sample["output_tokens"] == 6 * 4 and sample["failed"] == 0  # ignore_eos: exactly max_tokens
+    assert report["batched_vs_single"] == pytest.approx(
+        report["levels"][1]["runner_tokens_per_s"] / report["levels"][0]["runner_tokens_per_s"]
+    )
+    bodies = [r.json for r in fake.requests_to("/v1/completions")]
+    assert all(b["ignore_eos"] is True and b["stream"] is True for b in bodies)
+    text = cli("bench", "batch", *args)
+    assert text.returncode == 0 and "batched (concurrency 3) vs single" in text.stdout
+
+
+def test_bench_batch_bad_levels_exit_2(fake):
+    result = cli("bench", "batch", "--endpoint", fake.base_url, "--concurrency", "1,x")
+    assert result.returncode == 2 and "--concurrency takes a list such as 1,8,32" in result.stderr
