@@ -111,6 +111,7 @@ class VllmBackend:
     """Chat through a vLLM server (``kind = "vllm"``); several replies may generate at once."""
 
     kind = "vllm"
+    concurrent_chats = True  # the UI lets several chats generate at once on this engine
 
     def __init__(
         self,

@@ -196,3 +196,43 @@ def to_vllm(modelfile: Modelfile) -> VllmPreset:
             request[target] = list(engine_value) if name == "stop" else engine_value
     ignored += _instructions_ignored(modelfile, 1)
     return VllmPreset(request, flags, modelfile.system, modelfile.messages(), ignored, warnings)
+
+
+# SamplingParams field -> the Ollama option it corresponds to (for carrying a chat between engines).
+_SAMPLING_OPTION = {
+    "temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
+    "repeat_penalty": "repeat_penalty", "max_tokens": "num_predict", "seed": "seed", "stop": "stop",
+    "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty", "typical_p": "typical_p",
+}  # fmt: skip
+_ENGINE_NAMES = {"llamacpp": "llama.cpp", "vllm": "vLLM", "ollama": "Ollama"}
+_MODEL_FORMATS = {
+    "llamacpp": "a GGUF file run by llama.cpp",
+    "vllm": "a Hugging Face-format model served by vLLM",
+    "ollama": "a model from Ollama's store",
+}
+_LLAMACPP_ONLY_LOAD = ("n_gpu_layers", "flash_attn", "type_k", "type_v", "use_mmap", "use_mlock", "lora_path")
+
+
+def engine_switch_notes(source: str, target: str, sampling: SamplingParams, load: LoadParams) -> list[str]:
+    """What changes when a conversation moves from one engine to another: format, and what does not carry."""
+    name = _ENGINE_NAMES.get(target, target)
+    notes = [
+        f"This chat continues on {name}: its history is kept and sent to the new model, "
+        f"now {_MODEL_FORMATS.get(target, 'another model')} instead of {_MODEL_FORMATS.get(source, 'the old one')}."
+    ]
+    defaults = SamplingParams()
+    dropped = []
+    for field_name, option in _SAMPLING_OPTION.items():
+        route = ROUTES[option]
+        unsupported = (
+            route.vllm is None if target == "vllm" else route.llamacpp is None if target == "llamacpp" else False
+        )
+        if unsupported and getattr(sampling, field_name) != getattr(defaults, field_name):
+            dropped.append(f"{field_name} ({route.vllm_reason if target == 'vllm' else route.llamacpp_reason})")
+    if dropped:
+        notes.append(f"Not carried over to {name}: " + "; ".join(dropped) + ".")
+    if source == "llamacpp" and target != "llamacpp":
+        changed = [f for f in _LLAMACPP_ONLY_LOAD if getattr(load, f) != getattr(LoadParams(), f)]
+        if changed:
+            notes.append("llama.cpp load options that do not apply there: " + ", ".join(changed) + ".")
+    return notes

@@ -27,6 +27,9 @@ class Settings:
     recent_models: list[str] = field(default_factory=list)
     log_level: str = "INFO"
     ollama_host: str = ""  # empty: OLLAMA_HOST, else http://127.0.0.1:11434
+    vllm_python: str = ""  # the interpreter of a vLLM installation (its own environment)
+    vllm_remote_url: str = ""
+    vllm_options: dict[str, Any] = field(default_factory=dict)  # VllmServerOptions fields, API key excluded
 
     def remember_model(self, path: str) -> None:
         self.recent_models = [path] + [p for p in self.recent_models if p != path]
@@ -42,6 +45,9 @@ class Settings:
             "recent_models": list(self.recent_models),
             "log_level": self.log_level,
             "ollama_host": self.ollama_host,
+            "vllm_python": self.vllm_python,
+            "vllm_remote_url": self.vllm_remote_url,
+            "vllm_options": {k: v for k, v in self.vllm_options.items() if k != "api_key"},
         }
 
     @classmethod
@@ -61,6 +67,9 @@ class Settings:
                 recent_models=[str(p) for p in data.get("recent_models", [])],
                 log_level=str(data.get("log_level", "INFO")),
                 ollama_host=str(data.get("ollama_host", "")),
+                vllm_python=str(data.get("vllm_python", "")),
+                vllm_remote_url=str(data.get("vllm_remote_url", "")),
+                vllm_options=dict(data.get("vllm_options", {})),
             )
         except (TypeError, AttributeError) as exc:
             raise SettingsError(f"The settings file has a value of the wrong type ({exc}).") from exc

@@ -51,7 +51,11 @@ class RequestResult:
 
 @dataclass(frozen=True)
 class BatchProgress:
-    """A snapshot while the batch runs; ``total`` counts this run's requests (skipped ids excluded)."""
+    """A snapshot while the batch runs; ``total`` counts this run's requests (skipped ids excluded).
+
+    ``output_tokens`` is exact (usage) for finished requests plus streamed chunks, about one token each, for
+    those in flight; ``output_tokens_per_s`` divides it by the time since the first request was launched.
+    """
 
     total: int
     done: int

@@ -6,7 +6,8 @@ streaming with ``stream_options.include_usage``. For each concurrency level the 
 first, ``rounds`` times; the medians are compared. Throughput is completion tokens over the wall time of the
 whole prompt set, start to last byte, measured around each path's entire run (the runner's output file
 included). One warm-up pass (short replies, highest concurrency) runs first so neither path pays for the
-server's first-request costs or an empty prefix cache.
+server's first-request costs or an empty prefix cache. Each path's client CPU time per 1k tokens is reported
+too: unlike wall-clock throughput it hardly moves when other work shares the machine.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ async def baseline_run(
 ) -> dict[str, Any]:
     """The minimal client: one AsyncClient, a semaphore, ``gather``; counts usage tokens. Raises BatchError."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     async with httpx.AsyncClient(base_url=endpoint, headers=headers, timeout=None) as client:
         slots = asyncio.Semaphore(concurrency)
 
@@ -78,7 +79,7 @@ async def baseline_run(
             raise BatchError(
                 f"the baseline client lost the server at {endpoint} ({type(exc).__name__}: {exc})"
             ) from None
-    return _sample(sum(counts), time.perf_counter() - started, 0)
+    return _sample(sum(counts), time.perf_counter() - started, time.process_time() - cpu_started, 0)
 
 
 async def runner_run(
@@ -96,14 +97,16 @@ async def runner_run(
         for i, p in enumerate(prompts)
     ]
     runner = BatchRunner(endpoint, api_key=api_key, model=model, concurrency=concurrency)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     summary = await runner.run(requests, output_path)
-    return _sample(summary.output_tokens, time.perf_counter() - started, summary.failed)
+    wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+    return _sample(summary.output_tokens, wall_s, cpu_s, summary.failed)
 
 
-def _sample(tokens: int, wall_s: float, failed: int) -> dict[str, Any]:
+def _sample(tokens: int, wall_s: float, cpu_s: float, failed: int) -> dict[str, Any]:
+    """One run's figures; ``cpu_s`` is this process's CPU time (all threads), the client's own cost."""
     return {"output_tokens": tokens, "wall_s": wall_s, "tokens_per_s": tokens / wall_s if wall_s else 0.0,
-            "failed": failed}  # fmt: skip
+            "cpu_ms_per_1k_tokens": cpu_s * 1e6 / tokens if tokens else None, "failed": failed}  # fmt: skip
 
 
 async def bench_batch(
@@ -156,6 +159,8 @@ def _level(concurrency: int, runner: list[dict[str, Any]], baseline: list[dict[s
         "runner_tokens_per_s": runner_rate,
         "baseline_tokens_per_s": baseline_rate,
         "ratio": ratio,
+        "runner_cpu_ms_per_1k_tokens": statistics.median(s["cpu_ms_per_1k_tokens"] or 0.0 for s in runner),
+        "baseline_cpu_ms_per_1k_tokens": statistics.median(s["cpu_ms_per_1k_tokens"] or 0.0 for s in baseline),
         "target_met": ratio is not None and ratio >= TARGET_RATIO,
         "samples": {"runner": runner, "baseline": baseline},
     }
@@ -190,14 +195,16 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     lines = [
         f"model {report['model']}  prompts {report['prompts']}  max_tokens {report['max_tokens']}  "
         f"rounds {report['rounds']} (medians; output tokens/s over the whole set)",
-        f"{'concurrency':>11}  {'runner tok/s':>12}  {'baseline tok/s':>14}  {'ratio':>6}",
+        f"{'concurrency':>11}  {'runner tok/s':>12}  {'baseline tok/s':>14}  {'ratio':>6}  "
+        f"{'client CPU ms/1k tok (runner, baseline)':>40}",
     ]
     for level in report["levels"]:
         ratio = f"{level['ratio']:.3f}" if level["ratio"] is not None else "n/a"
         mark = "" if level["target_met"] else f"  below target {report['target_ratio']}"
+        cpu = f"{level['runner_cpu_ms_per_1k_tokens']:.1f}, {level['baseline_cpu_ms_per_1k_tokens']:.1f}"
         lines.append(
             f"{level['concurrency']:>11}  {level['runner_tokens_per_s']:>12.1f}  "
-            f"{level['baseline_tokens_per_s']:>14.1f}  {ratio:>6}{mark}"
+            f"{level['baseline_tokens_per_s']:>14.1f}  {ratio:>6}  {cpu:>40}{mark}"
         )
     multiple = report["batched_vs_single"]
     if multiple is not None:

@@ -48,6 +48,8 @@ class ChatSession:
         self.observer = observer or ChatObserver()
         self.conversation: Conversation | None = None
         self.generating = False
+        self._stream: object = None
+        self._parts: list[str] = []
 
     async def open(self, conversation_id: int) -> Conversation:
         self.conversation = await self.store.load(conversation_id)
@@ -107,9 +109,17 @@ class ChatSession:
         return await self.send(text)
 
     def stop(self) -> None:
-        stop = getattr(self.backend, "stop", None)
-        if self.generating and stop is not None:
+        """Stop this chat's reply (on engines that run several replies, only this one)."""
+        if not self.generating:
+            return
+        stop = getattr(self._stream, "stop", None) or getattr(self.backend, "stop", None)
+        if stop is not None:
             stop()
+
+    @property
+    def reply_text(self) -> str:
+        """The reply being generated, so far."""
+        return "".join(self._parts)
 
     async def _current(self) -> Conversation:
         if self.conversation is None:
@@ -156,17 +166,20 @@ class ChatSession:
 
     async def _stream_into(self, reply: Message, prompt: list[dict[str, str]], sampling: SamplingParams) -> None:
         parts: list[str] = []
+        self._parts = parts
         saving: asyncio.Task[None] | None = None
         last_save = time.monotonic()
+        stream = self._stream = self.backend.stream_chat(prompt, sampling)
         try:
-            async for delta in self.backend.stream_chat(prompt, sampling):
+            async for delta in stream:
                 parts.append(delta.text)
                 self.observer.reply_delta(delta.text)
                 if time.monotonic() - last_save >= PARTIAL_SAVE_INTERVAL_S and (saving is None or saving.done()):
                     reply.content = "".join(parts)
                     saving = asyncio.ensure_future(self.store.update_message(reply))
                     last_save = time.monotonic()
-            stats = self.backend.stats()
+            # engines that run several replies keep each reply's figures on its stream
+            stats = getattr(stream, "stats", None) or self.backend.stats()
             reply.stats = stats
             stopped = stats is not None and stats.finish_reason == "stopped"
             reply.status = MessageStatus.STOPPED if stopped else MessageStatus.COMPLETE
@@ -178,5 +191,9 @@ class ChatSession:
             raise
         finally:
             reply.content = "".join(parts)
+            self._stream = None
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
             if saving is not None:
                 await asyncio.shield(saving)

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
-import os
-from collections.abc import Callable
-from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
@@ -16,61 +12,60 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.backends.base import Backend, BackendError, BackendState, StateKind
+from app.backends.base import Backend
 from app.core.chat import Conversation, Message, Role
-from app.core.modelfile import Modelfile
 from app.core.params import LoadParams
-from app.core.preset_mapping import LlamaCppPreset, to_llamacpp
-from app.services import starter_model
 from app.services.chat_session import ChatObserver, ChatSession
 from app.services.conversations import AsyncConversationStore, ConversationStoreError
 from app.ui.chat_layout import ChatPanelLayout
-from app.ui.context import OLLAMA_PREFIX, AppContext
+from app.ui.chat_models import ChatModelsMixin
+from app.ui.context import AppContext
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
 
 log = logging.getLogger("app.ui.chat")
 
 
-def _engine_model(entry: str) -> str:
-    return entry.removeprefix(OLLAMA_PREFIX)
-
-
-def _display_name(entry: str) -> str:
-    return entry.removeprefix(OLLAMA_PREFIX) if entry.startswith(OLLAMA_PREFIX) else Path(entry).name
-
-
-async def _wait_idle(backend: Backend) -> None:
-    wait = getattr(backend, "wait_idle", None)
-    if wait is not None:
-        await wait()
-
-
-async def _is_local_file(path: str) -> bool:
-    return await asyncio.get_running_loop().run_in_executor(None, os.path.isfile, os.path.expanduser(path))
+async def _until_idle(sessions: list[ChatSession]) -> None:
+    while any(s.generating for s in sessions):
+        await asyncio.sleep(0.02)
 
 
 class _Observer(ChatObserver):
+    """Routes one session's events to the panel; a session generating in the background only saves."""
+
     def __init__(self, panel: ChatPanel) -> None:
         self.panel = panel
+        self.session: ChatSession | None = None
+
+    @property
+    def visible(self) -> bool:
+        return self.session is self.panel.session
 
     def conversation_changed(self, conversation: Conversation) -> None:
-        self.panel.show_conversation(conversation)
+        if self.visible:
+            self.panel.show_conversation(conversation)
 
     def reply_started(self, message: Message) -> None:
-        self.panel.reply_started()
+        if self.visible:
+            self.panel.reply_started()
 
     def reply_delta(self, text: str) -> None:
-        self.panel.view.append_reply(text)
+        if self.visible:
+            self.panel.view.append_reply(text)
 
     def reply_finished(self, message: Message) -> None:
-        self.panel.reply_finished(message)
+        if self.visible:
+            self.panel.reply_finished(message)
+        else:
+            self.panel.background_finished(self.session)
 
     def failed(self, text: str) -> None:
-        self.panel.show_notice(text)
+        if self.visible:
+            self.panel.show_notice(text)
 
 
-class ChatPanel(ChatPanelLayout):
+class ChatPanel(ChatModelsMixin, ChatPanelLayout):
     def __init__(self, context: AppContext, status: AppStatusBar, parent: QWidget | None = None) -> None:
         super().__init__(context.settings.sampling, parent)
         self.context = context
@@ -83,6 +78,7 @@ class ChatPanel(ChatPanelLayout):
         self.preset_load: LoadParams | None = None  # load options from a Modelfile, used instead of the defaults
         self._loaded_with: LoadParams | None = None
         self._listened: list[Backend] = []
+        self._background: dict[int, ChatSession] = {}  # chats still generating while another is shown
         self.ollama_models: set[str] = set()
         self._connect()
         self.backend.add_state_listener(self._backend_state_listener(self.backend))
@@ -138,7 +134,7 @@ class ChatPanel(ChatPanelLayout):
         recovered = await store.recover_interrupted()
         if recovered:
             self.show_notice(f"{recovered} reply(s) were cut off when the app last closed; they are kept and marked.")
-        self.session = ChatSession(store, self.backend, self.sampling.params, _Observer(self))
+        self.session = self._new_session()
         chats = await store.list_conversations()
         if chats:
             await self.session.open(chats[0][0])
@@ -147,17 +143,66 @@ class ChatPanel(ChatPanelLayout):
         self.starter.refresh(self.context.settings.recent_models, self.context.paths.models_dir)
         spawn(self.refresh_ollama_models(), "list Ollama models")
 
+    def _new_session(self) -> ChatSession:
+        assert self.context.store is not None
+        observer = _Observer(self)
+        session = ChatSession(self.context.store, self.backend, self.sampling.params, observer)
+        observer.session = session
+        return session
+
+    def _all_sessions(self) -> list[ChatSession]:
+        return ([self.session] if self.session else []) + list(self._background.values())
+
+    def _park_generating_session(self) -> bool:
+        """On engines that run several replies, a generating chat keeps going in the background.
+
+        Returns False (and says why) when the current chat is generating on an engine that cannot.
+        """
+        session = self.session
+        if session is None or not session.generating:
+            return True
+        if not getattr(self.backend, "concurrent_chats", False) or session.conversation is None:
+            self.show_notice("A reply is being generated. Stop it (Esc) before switching chats.")
+            return False
+        assert session.conversation.id is not None
+        self.view.end_reply()
+        self._background[session.conversation.id] = session
+        self.session = self._new_session()
+        self._set_generating(False)
+        return True
+
+    def background_finished(self, session: ChatSession | None) -> None:
+        """A chat that was generating in the background is done: it is saved; drop it, refresh the list."""
+        if session is not None and session.conversation is not None:
+            self._background.pop(session.conversation.id or -1, None)
+        spawn(self.refresh_chats(), "refresh chats")
+
+    def _resume_background(self, chat_id: int) -> bool:
+        """Show a chat that is still generating in the background, with its reply so far."""
+        session = self._background.pop(chat_id, None)
+        if session is None or session.conversation is None:
+            return False
+        self.session = session
+        self.view.show_messages(session.conversation.messages[:-1])
+        self.system_prompt.setPlainText(session.conversation.system_prompt)
+        self.reply_started()
+        self.view.append_reply(session.reply_text)
+        spawn(self.refresh_chats(), "refresh chats")
+        return True
+
     async def shutdown(self) -> None:
         """Stop a reply in flight (it is saved as stopped), close the worker and the history. Idempotent."""
         if self.closed:
             return
         self.closed = True
-        if self.session is not None and self.session.generating:
-            self.session.stop()
+        generating = [s for s in self._all_sessions() if s.generating]
+        for session in generating:
+            session.stop()
+        if generating:
             try:
-                await asyncio.wait_for(_wait_idle(self.backend), 5)
+                await asyncio.wait_for(_until_idle(generating), 5)
             except TimeoutError:
-                log.warning("the worker did not stop in time; closing it")
+                log.warning("a reply did not stop in time; closing the engine")
         if self.session is not None and self.session.conversation is not None:
             await self._save_system_prompt()
         for backend in self.context.backends():
@@ -206,7 +251,7 @@ class ChatPanel(ChatPanelLayout):
         chat_id = item.data(Qt.ItemDataRole.UserRole)
         if self.session is None or (self.session.conversation and self.session.conversation.id == chat_id):
             return
-        if self._busy("switching chats"):
+        if not self._park_generating_session():
             return
         spawn(self._switch_chat(chat_id), "open chat")
 
@@ -214,10 +259,11 @@ class ChatPanel(ChatPanelLayout):
         assert self.session is not None
         await self._save_system_prompt()
         self.cancel_edit()
-        await self.session.open(chat_id)
+        if not self._resume_background(chat_id):
+            await self.session.open(chat_id)
 
     def new_chat(self) -> None:
-        if self.session is None or self._busy("starting a new chat"):
+        if self.session is None or not self._park_generating_session():
             return
         spawn(self._new_chat(), "new chat")
 
@@ -323,157 +369,10 @@ class ChatPanel(ChatPanelLayout):
         self.send_button.setEnabled(not generating)
         self.stop_button.setEnabled(generating)
 
-    def _busy(self, what: str) -> bool:
-        if self.session is not None and self.session.generating:
+    def _busy(self, what: str, any_chat: bool = False) -> bool:
+        """True (and says so) when this chat — or, with ``any_chat``, any chat — is generating."""
+        sessions = self._all_sessions() if any_chat else ([self.session] if self.session else [])
+        if any(s.generating for s in sessions):
             self.show_notice(f"A reply is being generated. Stop it (Esc) before {what}.")
             return True
         return False
-
-    # --- models -------------------------------------------------------------------------------------
-    def choose_model_file(self) -> None:
-        self.model_bar.choose_file()
-
-    def load_model(self, path: str) -> None:
-        spawn(self._load(path), "load model")
-
-    async def _load(self, path: str) -> None:
-        if self._busy("loading another model"):
-            return
-        self.hide_notice()
-        self.model_bar.set_loading(_display_name(path))
-        try:
-            await self._switch_backend(path)
-            info = await self.backend.load(_engine_model(path), self.load_params())
-        except BackendError as exc:
-            self.model_bar.set_loaded(None)
-            self.status.show_model(None)
-            self.show_notice(str(exc))
-            return
-        self._loaded_with = self.load_params()
-        self.model_bar.set_loaded(path, f"Loaded in {info.load_seconds:.1f} s · context {info.n_ctx:,}")
-        self.status.show_model(info)
-        self.status.show_kv(self.backend.kv_usage())
-        self._show_format_note(path, info.chat_format_reason, info.chat_format is None)
-        self.context.settings.remember_model(path)
-        self.model_bar.set_recent(self.context.settings.recent_models)
-        self.starter.hide()
-        self._persist_settings()
-
-    async def _switch_backend(self, entry: str) -> None:
-        """Make the engine for ``entry`` the chat's engine, unloading the model of the previous one."""
-        target = self.context.backend_for(entry)
-        if target is self.backend:
-            return
-        if target is not self.context.backend and not self._listening_to(target):
-            target.add_state_listener(self._backend_state_listener(target))
-        previous, self.backend = self.backend, target
-        if self.session is not None:
-            self.session.backend = target
-        if previous.model is not None:
-            await previous.unload()
-        self.status.show_state(target.state, target.kind)
-
-    def _listening_to(self, backend: Backend) -> bool:
-        return backend in self._listened
-
-    def _backend_state_listener(self, backend: Backend) -> Callable[[BackendState], None]:
-        self._listened.append(backend)
-
-        def listener(state: BackendState) -> None:
-            if backend is self.backend:
-                self._state_changed(state)
-
-        return listener
-
-    async def refresh_ollama_models(self) -> None:
-        """List Ollama's models in the model picker when Ollama runs; a stopped Ollama is not an error."""
-        loop = asyncio.get_running_loop()
-        module = await loop.run_in_executor(None, importlib.import_module, "app.services.ollama_service")
-        async with module.OllamaService(self.context.settings.ollama_host or None) as service:
-            status = await service.status()
-            models = await service.list_models() if status.running else []
-        self.model_bar.set_ollama_models([m.name for m in models], status.summary())
-        self.ollama_models = {m.name for m in models}
-
-    def load_params(self) -> LoadParams:
-        return self.preset_load or self.context.settings.load
-
-    # --- presets ----------------------------------------------------------------------------------
-    def apply_modelfile(self, modelfile: Modelfile, name: str = "preset") -> None:
-        """Use a Modelfile as a preset: sampling, load options, system prompt and history in a new chat."""
-        if self.session is None or self._busy("applying a preset"):
-            return
-        preset = to_llamacpp(modelfile, self.load_params(), self.sampling.params())
-        self.sampling.set_params(preset.sampling)
-        reload_needed = self.backend.model is not None and bool(preset.load_changed(self.backend_load_params()))
-        self.preset_load = preset.load
-        spawn(self._start_preset_chat(preset, name, reload_needed), "apply preset")
-
-    def backend_load_params(self) -> LoadParams:
-        return self._loaded_with or self.context.settings.load
-
-    async def _start_preset_chat(self, preset: LlamaCppPreset, name: str, reload_needed: bool) -> None:
-        assert self.session is not None
-        system_lines = [text for role, text in preset.messages if role == "system"]
-        system = preset.system if preset.system is not None else "\n".join(system_lines)
-        await self._save_system_prompt()
-        await self.session.new(system, preset.messages, title=f"{name} (preset)")
-        self.show_notice(" ".join(preset.notes(name, reload_needed)))
-        entry = await self._preset_model_entry(preset.model)
-        if entry is not None:
-            self.model_bar.select(entry)
-            await self._load(entry)
-
-    async def _preset_model_entry(self, model: str | None) -> str | None:
-        """FROM as a model entry: a local GGUF, or an Ollama model that Ollama has."""
-        if not model:
-            return None
-        if await _is_local_file(model):
-            return model
-        name = model if ":" in model else f"{model}:latest"
-        return OLLAMA_PREFIX + name if name in self.ollama_models else None
-
-    def _show_format_note(self, path: str, reason: str, from_template: bool) -> None:
-        notes = [] if from_template else [reason]
-        if Path(path).name == starter_model.FILE_NAME:
-            notes.append(starter_model.NOTE)
-        self.format_note.setText(" ".join(notes))
-        self.format_note.setVisible(bool(notes))
-
-    def unload_model(self) -> None:
-        spawn(self._unload(), "unload model")
-
-    async def _unload(self) -> None:
-        try:
-            await self.backend.unload()
-        except BackendError as exc:
-            self.show_notice(str(exc))
-            return
-        self.model_bar.set_loaded(None)
-        self.status.show_model(None)
-        self.format_note.hide()
-
-    def use_starter_model(self) -> None:
-        spawn(self._use_starter(), "starter model")
-
-    async def _use_starter(self) -> None:
-        loop = asyncio.get_running_loop()
-
-        def progress(done: int, total: int) -> None:
-            loop.call_soon_threadsafe(self.starter.show_progress, done, total)
-
-        try:
-            path = await loop.run_in_executor(
-                None, starter_model.ensure_starter_model, self.context.paths.models_dir, progress
-            )
-        except starter_model.StarterModelError as exc:
-            self.starter.show_error(str(exc))
-            return
-        self.model_bar.select(str(path))
-        await self._load(str(path))
-
-    def _state_changed(self, state: BackendState) -> None:
-        self.status.show_state(state, self.backend.kind)
-        if state.kind is StateKind.FAILED and self.backend.model is None:
-            self.model_bar.set_loaded(None)
-            self.status.show_model(None)

@@ -15,6 +15,7 @@ from app.services.paths import AppPaths
 log = logging.getLogger("app.ui")
 
 OLLAMA_PREFIX = "ollama:"
+VLLM_PREFIX = "vllm:"
 
 
 @dataclass
@@ -27,18 +28,28 @@ class AppContext:
     settings_problem: str | None = None
     ollama_backend: Backend | None = None
 
-    def backend_for(self, model: str) -> Backend:
-        """The engine for a model entry: ``ollama:NAME`` runs in Ollama, anything else in llama.cpp."""
-        if not model.startswith(OLLAMA_PREFIX):
-            return self.backend
-        if self.ollama_backend is None:
-            from app.backends.base import create_backend
+    vllm_backend: Backend | None = None
+    vllm_target: tuple[str, str | None] | None = None  # (base URL, API key) of the vLLM server offered to chat
 
-            self.ollama_backend = create_backend("ollama", host=self.settings.ollama_host or None)
-        return self.ollama_backend
+    def backend_for(self, model: str) -> Backend:
+        """The engine for a model entry: ``ollama:NAME`` in Ollama, ``vllm:NAME`` in vLLM, else llama.cpp."""
+        from app.backends.base import BackendError, create_backend
+
+        if model.startswith(OLLAMA_PREFIX):
+            if self.ollama_backend is None:
+                self.ollama_backend = create_backend("ollama", host=self.settings.ollama_host or None)
+            return self.ollama_backend
+        if model.startswith(VLLM_PREFIX):
+            if self.vllm_target is None:
+                raise BackendError("No vLLM server is running. Start one (or connect to one) on the vLLM page.")
+            if self.vllm_backend is None:
+                url, key = self.vllm_target
+                self.vllm_backend = create_backend("vllm", base_url=url, api_key=key)
+            return self.vllm_backend
+        return self.backend
 
     def backends(self) -> list[Backend]:
-        return [b for b in (self.backend, self.ollama_backend) if b is not None]
+        return [b for b in (self.backend, self.ollama_backend, self.vllm_backend) if b is not None]
 
     @classmethod
     def create(cls, paths: AppPaths, log_buffer: LogBuffer) -> AppContext:

@@ -98,7 +98,7 @@ class MainWindow(QMainWindow):
         return tabs
 
     def chat_with_model(self, entry: str) -> None:
-        """"Chat with it" from a models list: load the model in the chat panel and show the chat."""
+        """ "Chat with it" from a models list: load the model in the chat panel and show the chat."""
         self.chat_panel.model_bar.select(entry)
         self.chat_panel.load_model(entry)
         self.nav.setCurrentRow(0)

@@ -18,11 +18,18 @@ from PySide6.QtWidgets import (
 )
 
 OLLAMA_ENTRY = "ollama:"
+VLLM_ENTRY = "vllm:"
+ENGINE_ENTRIES = {OLLAMA_ENTRY: "Ollama", VLLM_ENTRY: "vLLM"}
+
+
+def engine_prefix(entry: str) -> str | None:
+    return next((prefix for prefix in ENGINE_ENTRIES if entry.startswith(prefix)), None)
 
 
 def entry_label(entry: str) -> str:
-    """``ollama:NAME`` shows as "Ollama · NAME", a file as its name."""
-    return f"Ollama · {entry.removeprefix(OLLAMA_ENTRY)}" if entry.startswith(OLLAMA_ENTRY) else Path(entry).name
+    """``ollama:NAME`` shows as "Ollama · NAME", ``vllm:NAME`` as "vLLM · NAME", a file as its name."""
+    prefix = engine_prefix(entry)
+    return f"{ENGINE_ENTRIES[prefix]} · {entry.removeprefix(prefix)}" if prefix else Path(entry).name
 
 
 class ModelBar(QWidget):
@@ -72,7 +79,7 @@ class ModelBar(QWidget):
             self.models.addItem(entry_label(path), path)
             self.models.setItemData(self.models.count() - 1, path, role=3)  # tooltip role
         for text, data in ollama:
-            if str(data).startswith(OLLAMA_ENTRY) and self.models.findData(data) < 0:
+            if engine_prefix(str(data)) and self.models.findData(data) < 0:
                 self.models.addItem(text, data)
         if current:
             self.select(current)
@@ -83,12 +90,16 @@ class ModelBar(QWidget):
 
     def set_ollama_models(self, names: list[str], status: str) -> None:
         """Offer Ollama's models after the local files (entries ``ollama:NAME``)."""
+        self.set_engine_models(OLLAMA_ENTRY, names)
+        self.models.setToolTip(f"Recent models and other engines' models. Use Open… for another .gguf file.\n{status}")
+
+    def set_engine_models(self, prefix: str, names: list[str]) -> None:
+        """Replace one engine's entries (``prefix`` + name) in the picker."""
         for index in reversed(range(self.models.count())):
-            if str(self.models.itemData(index)).startswith(OLLAMA_ENTRY):
+            if str(self.models.itemData(index)).startswith(prefix):
                 self.models.removeItem(index)
         for name in names:
-            self.models.addItem(entry_label(OLLAMA_ENTRY + name), OLLAMA_ENTRY + name)
-        self.models.setToolTip(f"Recent models and Ollama's models. Use Open… for another .gguf file.\n{status}")
+            self.models.addItem(entry_label(prefix + name), prefix + name)
         self._update_buttons()
 
     def select(self, path: str) -> None:

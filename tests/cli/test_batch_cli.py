@@ -6,8 +6,10 @@ import argparse
 import contextlib
 import io
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -40,15 +42,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _main(argv: list[str]) -> int:
+    """The verbs through this module's own parser (used until ``app.cli`` routes them)."""
+    parsed = _parser().parse_args(argv)
+    return commands_batch.run(parsed) if parsed.verb == "batch" else commands_batch.run_bench(parsed)
+
+
+def command(*args: str) -> list[str]:
+    """The argv of a separate process running the CLI."""
+    if WIRED:
+        return [sys.executable, "-m", "app", *args]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from tests.cli.test_batch_cli import _main; sys.exit(_main(sys.argv[1:]))",
+        *args,
+    ]
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     if WIRED:
-        command = [sys.executable, "-m", "app", *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(command(*args), capture_output=True, text=True, timeout=120, check=False)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            parsed = _parser().parse_args(args)
-            code = commands_batch.run(parsed) if parsed.verb == "batch" else commands_batch.run_bench(parsed)
+            code = _main(list(args))
         except SystemExit as exc:
             code = int(exc.code or 0)
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
@@ -183,6 +201,7 @@ def test_bench_batch_reports_both_paths_at_each_concurrency(fake, tmp_path):
     for level in report["levels"]:
         assert level["runner_tokens_per_s"] > 0 and level["baseline_tokens_per_s"] > 0
         assert level["ratio"] == pytest.approx(level["runner_tokens_per_s"] / level["baseline_tokens_per_s"])
+        assert level["runner_cpu_ms_per_1k_tokens"] > 0 and level["baseline_cpu_ms_per_1k_tokens"] > 0
         for sample in level["samples"]["runner"] + level["samples"]["baseline"]:
             assert sample["output_tokens"] == 6 * 4 and sample["failed"] == 0  # ignore_eos: exactly max_tokens
     assert report["batched_vs_single"] == pytest.approx(
@@ -197,3 +216,22 @@ def test_bench_batch_reports_both_paths_at_each_concurrency(fake, tmp_path):
 def test_bench_batch_bad_levels_exit_2(fake):
     result = cli("bench", "batch", "--endpoint", fake.base_url, "--concurrency", "1,x")
     assert result.returncode == 2 and "--concurrency takes a list such as 1,8,32" in result.stderr
+
+
+def test_ctrl_c_cancels_keeps_whole_lines_and_exits_130(fake, tmp_path):
+    fake.token_delay_s = 0.02
+    source = write_jsonl(tmp_path / "in.jsonl", *({"id": f"r{i}", "prompt": "x", "max_tokens": 10} for i in range(40)))
+    out = tmp_path / "out.jsonl"
+    argv = command("batch", source, "--endpoint", fake.base_url, "-c", "4", "--output", str(out))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while (not out.exists() or len(out.read_text().splitlines()) < 4) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "cancelling" in stderr and "cancelled; finished results are in" in stderr and "Traceback" not in stderr
+    finished = results(out)
+    assert 4 <= len(finished) < 40 and all(r["error"] is None for r in finished.values())
+    assert f"{len(finished)} done" in stdout
+    assert fake.wait_idle()

@@ -112,3 +112,16 @@ def test_load_changed_names_the_fields():
     preset = to_llamacpp(parse_modelfile("FROM x\nPARAMETER num_ctx 8192\n"), LoadParams(), SamplingParams())
     assert preset.load_changed(LoadParams()) == ["n_ctx"]
     assert "Reload" in " ".join(preset.notes("coding", True))
+
+
+def test_engine_switch_notes_say_what_changes():
+    from app.core.preset_mapping import engine_switch_notes
+
+    notes = engine_switch_notes(
+        "llamacpp", "vllm", SamplingParams(typical_p=0.8, temperature=0.3), LoadParams(flash_attn=True, type_k="q8_0")
+    )
+    text = " ".join(notes)
+    assert "continues on vLLM" in text and "GGUF" in text and "Hugging Face-format" in text
+    assert "typical_p (vLLM has no typical sampling)" in text and "temperature" not in text.split("Not carried")[1]
+    assert "flash_attn, type_k" in text
+    assert engine_switch_notes("vllm", "llamacpp", SamplingParams(), LoadParams())[1:] == []

@@ -13,7 +13,13 @@ from tests.ui.conftest import until
 async def _load(panel, model):
     panel.hide_notice()
     panel.load_model(str(model))
-    await until(lambda: getattr(panel.model_bar, "loaded_path", None) == str(model) or panel.notice.isVisible())
+    bar = panel.model_bar
+    await until(
+        lambda: (
+            getattr(bar, "loaded_path", None) == str(model)
+            or (panel.notice.isVisible() and not bar.progress.isVisible())
+        )
+    )
     assert panel.backend.model is not None, panel.notice.text()
 
 
@@ -241,3 +247,60 @@ def _entries(panel):
 async def _send_and_wait(qtbot, panel, text, count):
     _send(qtbot, panel, text)
     await until(_reply_done(panel, count))
+
+
+def test_vllm_chats_generate_at_once_and_keep_going_in_the_background(qtbot, qloop, make_window):
+    from tests.fake_openai import FakeOpenAIServer
+
+    with FakeOpenAIServer(models=("tiny-llama",)) as fake:
+        fake.token_delay_s = 0.05  # each reply takes ~0.4 s, so the two overlap
+
+        async def scenario():
+            window = await make_window()
+            panel = window.chat_panel
+            panel.offer_vllm_server(fake.base_url, "tiny-llama", None)
+            panel.sampling.set_params(SamplingParams(max_tokens=40, temperature=0.0))
+            panel.model_bar.select("vllm:tiny-llama")
+            await _load(panel, "vllm:tiny-llama")
+            assert panel.backend.kind == "vllm" and window.status.backend_label.text() == "vLLM: ready"
+            _send(qtbot, panel, "first chat, a long answer please")
+            await until(lambda: panel.session.generating)
+            first_chat = panel.session.conversation.id
+            panel.new_chat()  # allowed: vLLM runs several replies at once
+            await until(lambda: panel.session.conversation is not None and panel.session.conversation.id != first_chat)
+            _send(qtbot, panel, "second chat")
+            await until(lambda: fake.max_in_flight >= 2)
+            await until(_reply_done(panel, 2))
+            assert _messages(panel)[1].status is MessageStatus.COMPLETE
+            await until(lambda: not panel._background)  # the first chat finished while hidden, and was saved
+            saved = await panel.context.store.load(first_chat)
+            assert saved.messages[1].status is MessageStatus.COMPLETE and saved.messages[1].backend == "vllm"
+            assert saved.messages[1].content == "You said: first chat, a long answer please"
+            assert saved.messages[1].stats.completion_tokens == 8
+
+        qloop.run_until_complete(scenario())
+
+
+def test_switching_a_chat_from_llamacpp_to_vllm_keeps_history_and_says_what_changes(
+    qtbot, qloop, make_window, tiny_gguf
+):
+    from tests.fake_openai import FakeOpenAIServer
+
+    with FakeOpenAIServer(models=("tiny-llama",)) as fake:
+
+        async def scenario():
+            window = await make_window()
+            panel = window.chat_panel
+            panel.sampling.set_params(SamplingParams(max_tokens=6, temperature=0.0, typical_p=0.7))
+            await _load(panel, tiny_gguf)
+            await _send_and_wait(qtbot, panel, "hello", 2)
+            panel.offer_vllm_server(fake.base_url, "tiny-llama", None)
+            panel.model_bar.select("vllm:tiny-llama")
+            await _load(panel, "vllm:tiny-llama")
+            assert "continues on vLLM" in panel.notice.text() and "typical_p" in panel.notice.text()
+            await _send_and_wait(qtbot, panel, "and now?", 4)
+            sent = fake.requests_to("/v1/chat/completions")[-1].json["messages"]
+            assert [m["content"] for m in sent][:3] == ["hello", _messages(panel)[1].content, "and now?"]
+            assert [m.backend for m in _messages(panel)[1::2]] == ["llamacpp", "vllm"]
+
+        qloop.run_until_complete(scenario())

@@ -1,0 +1,394 @@
+"""The vLLM page: which vLLM (detect, or install one into its own environment), and a server — started by the app
+(managed: options, start-up phases, log tail, crash cause, the commands to start it by hand) or someone else's
+(remote: address and key). Whichever is ready is announced with ``server_ready`` and watched every 2 s.
+
+Nothing here blocks the Qt thread: detection runs in an executor, the install, the server and the HTTP checks
+are tasks on the qasync loop. The server, the detector and the installer can be injected (tests use stubs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from PySide6.QtCore import QEvent, QTimer, Signal
+from PySide6.QtGui import QGuiApplication, QHideEvent, QPalette, QShowEvent
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QRadioButton,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.vllm_log import PhaseEvent
+from app.core.vllm_options import VllmServerOptions
+from app.services.vllm_env import VllmInstall
+from app.services.vllm_server import VllmServer, VllmServerError
+from app.ui.context import AppContext
+from app.ui.tasks import spawn
+from app.ui.widgets.log_tail import LogTail, PhaseList
+from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
+from app.ui.widgets.vllm_environment_box import Detector, Installer, VllmEnvironmentBox
+from app.ui.widgets.vllm_options_form import VllmOptionsForm
+from app.ui.widgets.vllm_remote_box import RemoteError, VllmRemoteBox, metrics_summary, read_metrics
+
+log = logging.getLogger("app.ui.vllm")
+METRICS_MS = 2000
+TICK_MS = 250
+
+
+class ManagedServer(Protocol):
+    """What the panel needs of a server it starts (``VllmServer`` fits; tests pass stubs)."""
+
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def served_model_name(self) -> str: ...
+    @property
+    def elapsed(self) -> float | None: ...
+    @property
+    def log_tail(self) -> list[str]: ...
+
+    async def start(
+        self,
+        on_log: Callable[[str], None] | None = None,
+        on_phase: Callable[[PhaseEvent], None] | None = None,
+        on_crash: Callable[[VllmServerError], None] | None = None,
+    ) -> None: ...
+    async def stop(self) -> None: ...
+    def launch_command(self) -> str: ...
+    def docker_command(self) -> str: ...
+
+
+ServerFactory = Callable[[str, VllmServerOptions, VllmInstall | None], ManagedServer]
+
+
+def default_server_factory(python: str, options: VllmServerOptions, install: VllmInstall | None) -> VllmServer:
+    """A real server; how to start it (module or script, CPU build) as detected."""
+    if install is None:
+        return VllmServer(python, options)
+    return VllmServer(python, options, use_module=install.use_module, cpu_build=install.cpu_build)
+
+
+class VllmPanel(QWidget):
+    settings_changed_requested = Signal(dict)  # {"vllm_python": …} / {"vllm_options": …} / {"vllm_remote_url": …}
+    server_ready = Signal(str, str, str)  # base URL, served model name, API key ("" when none)
+    server_stopped = Signal()
+
+    def __init__(
+        self,
+        context: AppContext,
+        parent: QWidget | None = None,
+        *,
+        server_factory: ServerFactory | None = None,
+        detector: Detector | None = None,
+        installer: Installer | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.context = context
+        self._factory: ServerFactory = server_factory or default_server_factory
+        self.server: ManagedServer | None = None
+        self.endpoint: tuple[str, str, str] | None = None  # (base URL, model, key) of the announced server
+        self._endpoint_source = ""  # "managed" or "remote"
+        self._started: asyncio.Task[Any] | None = None
+        self._start_task: asyncio.Task[Any] | None = None
+        self._polling = False
+        self.metrics_timer = QTimer(self, interval=METRICS_MS, timeout=self._poll_metrics)
+        self.tick_timer = QTimer(self, interval=TICK_MS, timeout=self._tick)
+        settings = context.settings
+        self.environment = VllmEnvironmentBox(
+            context.paths, getattr(settings, "vllm_python", "") or "", detector=detector, installer=installer
+        )
+        self.remote = VllmRemoteBox(getattr(settings, "vllm_remote_url", "") or "")
+        self._build()
+        with contextlib.suppress(TypeError, ValueError):
+            self.form.set_values(dict(getattr(settings, "vllm_options", {}) or {}))
+
+    # --- layout -----------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.managed_radio = QRadioButton("Managed: the app starts vLLM", checked=True)
+        self.remote_radio = QRadioButton("Remote: a vLLM server that is already running")
+        self._modes = QButtonGroup(self)
+        self.stack = QStackedWidget()
+        for index, (radio, page) in enumerate(
+            ((self.managed_radio, self._managed_page()), (self.remote_radio, self.remote))
+        ):
+            self._modes.addButton(radio, index)
+            self.stack.addWidget(page)
+        self._modes.idToggled.connect(lambda index, on: on and self.stack.setCurrentIndex(index))
+        self.metrics_label = _label(name="vllm_metrics")
+        self.metrics_label.hide()
+        server = QGroupBox("Server")
+        box = QVBoxLayout(server)
+        box.addLayout(_row(self.managed_radio, self.remote_radio, QWidget(), stretch_at=2))
+        box.addWidget(self.stack, 1)
+        box.addWidget(self.metrics_label)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self.environment)
+        layout.addWidget(server, 1)
+        self.environment.python_chosen.connect(
+            lambda python: self.settings_changed_requested.emit({"vllm_python": python})
+        )
+        self.environment.detected.connect(self._detected)
+        self.remote.connected.connect(self._remote_connected)
+        self.remote.disconnected.connect(lambda: self._withdraw("remote"))
+        self._update_buttons()
+
+    def _managed_page(self) -> QWidget:
+        self.form = VllmOptionsForm()
+        self.start_button = _button("Start", self.start_server)
+        self.stop_button = _button("Stop", self.stop_server)
+        self.copy_button = _button("Copy command", self.copy_command)
+        self.docker_button = _button("Copy docker run", self.copy_docker)
+        self.server_status = _label("Not running.", "vllm_server_status")
+        self.crash_label = _label(name="vllm_crash")
+        self.crash_label.hide()
+        self.phase_list = PhaseList()
+        self.log_view = LogTail()
+        split = QSplitter()
+        split.addWidget(self.phase_list)
+        split.addWidget(self.log_view)
+        split.setSizes([300, 600])
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.form)
+        buttons = (self.start_button, self.stop_button, self.copy_button, self.docker_button, self.server_status)
+        layout.addLayout(_row(*buttons, stretch_at=4))
+        layout.addWidget(self.crash_label)
+        layout.addWidget(split, 1)
+        return page
+
+    def settings_changed(self) -> None:
+        """Call after the settings change: the interpreter is detected again."""
+        python = getattr(self.context.settings, "vllm_python", "") or ""
+        if python != self.environment.python and not self.environment.installing:
+            self.environment.set_python(python)
+            if self._started is not None:
+                self.environment.detect()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._say(self.crash_label, self.crash_label.text(), error=True)
+
+    # --- showing ---------------------------------------------------------------------------------------------
+    def start(self) -> asyncio.Task[Any]:
+        """Detect vLLM (off the Qt thread); the first call's task."""
+        if self._started is None:
+            self._started = self.environment.detect()
+        return self._started
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.start()
+        self.metrics_timer.start()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self.metrics_timer.stop()
+
+    def _detected(self, install: VllmInstall | None) -> None:
+        self.form.set_version(install.version if install else None, install.use_module if install else True)
+
+    # --- managed server --------------------------------------------------------------------------------------
+    def start_server(self) -> asyncio.Task[Any] | None:
+        """Start vLLM with the form's options; None (and the reason on screen) when it cannot start."""
+        if self.server is not None:
+            return self._start_task
+        options, problems = self.form.options()
+        python = self.environment.python
+        if not python:
+            problems.insert(0, "Choose the vLLM interpreter under Environment, or Install vLLM.")
+        if problems:
+            self._say(self.server_status, " ".join(problems), error=True)
+            return None
+        self.settings_changed_requested.emit({"vllm_options": self.form.settings()})
+        self.server = self._factory(python, options, self.environment.install)
+        self.phase_list.reset()
+        self.log_view.clear()
+        self.crash_label.hide()
+        self._start_task = spawn(self._start(self.server, options.api_key or ""), "vllm: start")
+        return self._start_task
+
+    async def _start(self, server: ManagedServer, key: str) -> None:
+        self._say(self.server_status, "Starting vLLM…")
+        self.tick_timer.start()
+        self._update_buttons()
+        try:
+            await server.start(self.log_view.add_line, self._phase, self._crashed)
+        except VllmServerError as exc:
+            self._failed(str(exc), exc.log_tail or server.log_tail)
+        except OSError as exc:  # the interpreter is missing or cannot run
+            self._failed(f"Could not run {self.environment.python}: {exc}. Choose the vLLM interpreter again.", [])
+        except asyncio.CancelledError:
+            self._say(self.server_status, "Start cancelled; vLLM was stopped.")
+            self.server = None
+            raise
+        else:
+            self._say(self.server_status, f"● Serving {server.served_model_name} at {server.base_url}")
+            self._announce((server.base_url, server.served_model_name, key), "managed")
+        finally:
+            self.tick_timer.stop()
+            self._tick()
+            self._update_buttons()
+
+    def _phase(self, event: PhaseEvent) -> None:
+        self.phase_list.add_phase(event, self.server.elapsed if self.server else None)
+
+    def _tick(self) -> None:
+        elapsed = self.server.elapsed if self.server else None
+        self.phase_list.tick(elapsed)
+        if self.starting and elapsed is not None:
+            self._say(self.server_status, f"Starting vLLM… {elapsed:.0f} s")
+
+    @property
+    def starting(self) -> bool:
+        return self._start_task is not None and not self._start_task.done()
+
+    def _failed(self, message: str, tail: list[str]) -> None:
+        self.server = None
+        self.phase_list.fail()
+        self._say(self.server_status, "vLLM is not running.", error=True)
+        self._say(self.crash_label, message, error=True)
+        if tail:
+            self.log_view.set_lines(tail)
+
+    def _crashed(self, error: VllmServerError) -> None:
+        """vLLM stopped on its own after start-up: the cause, the last lines, and the server is withdrawn."""
+        self._failed(str(error), error.log_tail)
+        self._update_buttons()
+        self._withdraw("managed")
+
+    def stop_server(self) -> asyncio.Task[Any]:
+        return spawn(self._stop(), "vllm: stop")
+
+    async def _stop(self) -> None:
+        task = self._start_task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        server, self.server = self.server, None
+        if server is None:
+            return
+        self._say(self.server_status, "Stopping vLLM…")
+        self._update_buttons()
+        await server.stop()
+        self._say(self.server_status, "Stopped.")
+        self._withdraw("managed")
+        self._update_buttons()
+
+    def copy_command(self) -> str | None:
+        """The shell line that starts this server by hand (the API key masked) onto the clipboard."""
+        return self._copy(lambda server: server.launch_command(), "the command")
+
+    def copy_docker(self) -> str | None:
+        """The equivalent ``docker run`` line (NVIDIA machines; the API key masked) onto the clipboard."""
+        return self._copy(lambda server: server.docker_command(), "the docker run line")
+
+    def _copy(self, make: Callable[[ManagedServer], str], what: str) -> str | None:
+        server = self.server
+        if server is None:
+            options, problems = self.form.options()
+            if problems:
+                self._say(self.server_status, " ".join(problems), error=True)
+                return None
+            server = self._factory(self.environment.python or "python", options, self.environment.install)
+        text = make(server)
+        QGuiApplication.clipboard().setText(text)
+        self._say(self.server_status, f"Copied {what} to the clipboard (the API key shows as ****).")
+        return text
+
+    # --- remote, the announced server and its figures ---------------------------------------------------------
+    def connect_remote(self) -> asyncio.Task[Any]:
+        """Connect to the address in the Remote tab (health, served models); ``server_ready`` when it answers."""
+        self.remote_radio.setChecked(True)
+        return self.remote.connect_remote()
+
+    def _remote_connected(self, base_url: str, model: str, key: str) -> None:
+        self.settings_changed_requested.emit({"vllm_remote_url": base_url})
+        self._announce((base_url, model, key), "remote")
+
+    def _announce(self, endpoint: tuple[str, str, str], source: str) -> None:
+        self.endpoint, self._endpoint_source = endpoint, source
+        self.server_ready.emit(*endpoint)
+        self._say(self.metrics_label, "Reading the server's figures…", muted=True)
+        self._poll_metrics()
+
+    def _withdraw(self, source: str) -> None:
+        if self.endpoint is not None and self._endpoint_source == source:
+            self.endpoint, self._endpoint_source = None, ""
+            self.metrics_label.hide()
+            self.server_stopped.emit()
+
+    def _poll_metrics(self) -> None:
+        if self.endpoint is not None and not self._polling and self.isVisible():
+            self._polling = True
+            spawn(self.refresh_metrics(), "vllm: metrics")
+
+    async def refresh_metrics(self) -> None:
+        """Read the announced server's ``/metrics`` once and show the summary."""
+        endpoint = self.endpoint
+        try:
+            if endpoint is not None:
+                text = metrics_summary(await read_metrics(endpoint[0], endpoint[2] or None))
+                if self.endpoint == endpoint:
+                    self._say(self.metrics_label, f"{endpoint[1]} at {endpoint[0]}: {text}")
+        except RemoteError as exc:
+            if self.endpoint == endpoint:
+                self._say(self.metrics_label, f"Live figures unavailable: {exc}", muted=True)
+        finally:
+            self._polling = False
+
+    async def shutdown(self) -> None:
+        """Stop the managed server and any install (the window calls this when it closes)."""
+        self.metrics_timer.stop()
+        await self.environment.shutdown()
+        await self._stop()
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+    def _update_buttons(self) -> None:
+        self.start_button.setEnabled(self.server is None)
+        self.stop_button.setEnabled(self.server is not None)
+
+    def _say(self, label: QLabel, text: str, error: bool = False, muted: bool = False) -> None:
+        label.setText(text)
+        label.setVisible(bool(text))
+        palette = self.palette()
+        color = error_color(palette) if error else muted_color(palette) if muted else None
+        set_text_color(label, color or palette.color(QPalette.ColorRole.WindowText))
+
+
+def _label(text: str = "", name: str = "") -> QLabel:
+    label = QLabel(text)
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    return label
+
+
+def _row(*widgets: QWidget, stretch_at: int = 0) -> QHBoxLayout:
+    row = QHBoxLayout()
+    for index, widget in enumerate(widgets):
+        row.addWidget(widget, 1 if index == stretch_at else 0)
+    return row
+
+
+def _button(text: str, slot: Callable[[], object]) -> QPushButton:
+    button = QPushButton(text)
+    button.clicked.connect(lambda _checked=False: slot())
+    return button
