@@ -20,8 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chat(verbs)
     _add_bench(verbs)
     _add_starter(verbs)
-    from app import commands_modelfile, commands_ollama
+    from app import commands_batch, commands_modelfile, commands_ollama
 
+    commands_batch.add_parser(verbs)
     commands_modelfile.add_parser(verbs)
     commands_ollama.add_parser(verbs)
     return parser
@@ -55,6 +56,9 @@ def _add_bench(verbs: argparse._SubParsersAction) -> None:
     start = kinds.add_parser("startup", help="cold start to main window shown, and idle memory")
     start.add_argument("--runs", type=int, default=5)
     start.add_argument("--json", action="store_true")
+    from app import commands_batch
+
+    commands_batch.add_bench_parser(kinds)
 
 
 def _add_starter(verbs: argparse._SubParsersAction) -> None:
@@ -68,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.ui.app import run_gui
 
         return run_gui(screenshot=args.screenshot, smoke=args.smoke)
+    if args.verb == "batch" or (args.verb == "bench" and args.bench_kind == "batch"):
+        from app import commands_batch
+
+        return commands_batch.run(args) if args.verb == "batch" else commands_batch.run_bench(args)
     if args.verb == "modelfile":
         from app import commands_modelfile
 

@@ -20,9 +20,9 @@ import logging
 import os
 import time
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import ollama
@@ -40,6 +40,7 @@ from app.backends.base import (
     StateKind,
     StateListener,
 )
+from app.backends.http_lines import closing_lines
 from app.core.chat import ReplyStats
 from app.core.params import LoadParams, SamplingParams
 
@@ -138,25 +139,6 @@ def connection_failure(exc: BaseException, host: str, doing: str) -> str | None:
     if isinstance(exc, json.JSONDecodeError | pydantic.ValidationError | httpx.DecodingError):
         return f"The server at {host} sent a reply this app cannot read while {doing}. Is it an Ollama server?"
     return None
-
-
-@contextlib.asynccontextmanager
-async def closing_lines(response: httpx.Response) -> AsyncIterator[AsyncIterator[str]]:
-    """``response.aiter_lines()``, closed when the block ends however the loop ended: the response first.
-
-    Leaving the loop early (an ``{"error"}`` line, an exception) drops httpx's nested generators half-read.
-    With no async-generator hooks (qasync's loop installs none) each is then finalized synchronously, and
-    httpcore's byte stream awaits its own close inside that finalization: "async generator ignored
-    GeneratorExit". ``contextlib.aclosing`` on the line iterator alone is not enough (it closes only the
-    outermost generator); once the response is closed, the inner ones have nothing left to await. This does
-    not rely on the hooks ``app.ui.app.install_asyncgen_hooks`` adds, and the connection is freed at once.
-    """
-    lines = cast(AsyncGenerator[str, None], response.aiter_lines())
-    try:
-        yield lines
-    finally:
-        await response.aclose()
-        await lines.aclose()
 
 
 # --- options ------------------------------------------------------------------------------------------------

@@ -14,16 +14,16 @@ Failures reach ``failure`` as ``HttpError`` (a status other than 200), ``StreamT
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
 from app.backends.base import Delta
+from app.backends.http_lines import closing_lines
 from app.core.chat import ReplyStats
 from app.core.params import SamplingParams
 
@@ -107,15 +107,6 @@ class StreamError(Exception):
 
 
 # --- server-sent events ------------------------------------------------------------------------------------
-@contextlib.asynccontextmanager
-async def closing_lines(response: httpx.Response) -> AsyncIterator[AsyncIterator[str]]:
-    """``response.aiter_lines()``, closed response first however the loop ends (qasync has no asyncgen hooks)."""
-    lines = cast(AsyncGenerator[str, None], response.aiter_lines())
-    try:
-        yield lines
-    finally:
-        await response.aclose()
-        await lines.aclose()
 
 
 def sse_data(line: str) -> str | None:

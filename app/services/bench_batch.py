@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from app.backends.http_lines import iter_lines
 from app.core.batch_input import BatchRequest
 from app.services.batch import BatchError, BatchRunner, find_model, normalize_endpoint, server_message
 
@@ -67,7 +68,7 @@ async def baseline_run(
                 if response.status_code >= 400:
                     await response.aread()
                     raise BatchError(f"the baseline client's request failed: {server_message(response)}")
-                async for line in response.aiter_lines():
+                async for line in iter_lines(response):  # aiter_lines() would also split at U+2028
                     if line.startswith("data: ") and line != "data: [DONE]":
                         usage = json.loads(line[6:]).get("usage")
                         tokens = usage["completion_tokens"] if usage else tokens

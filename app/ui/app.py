@@ -92,7 +92,7 @@ async def _render_once(app: QApplication, window: MainWindow, screenshot: str | 
     _write_startup_report(shown_at)
     if screenshot:
         window.grab().save(screenshot)
-    await window.chat_panel.shutdown()
+    await window.shutdown_panels()
     return 0
 
 

@@ -31,14 +31,6 @@ PANELS = {
             "Search and download from the Hugging Face Hub, with resume and verification",
         ],
     ),
-    "Batch": (
-        "Batched serving through vLLM will live here.",
-        [
-            "A managed vllm serve process (or a remote vLLM URL) with its start-up phases",
-            "A batch runner over a JSONL file of prompts, with progress and results",
-            "Several chats generating at once",
-        ],
-    ),
     "Monitor": (
         "The live VRAM and KV-page monitor will live here. The status bar already shows the context used.",
         [

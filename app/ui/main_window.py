@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from app import __version__
 from app.core.modelfile import Modelfile
 from app.core.settings import Settings, save_settings
+from app.ui.batch_panel import BatchPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.context import AppContext
 from app.ui.dialogs.settings_dialog import SettingsDialog
@@ -35,6 +36,7 @@ from app.ui.modelfile_panel import ModelfilePanel
 from app.ui.ollama_models_panel import OllamaModelsPanel
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
+from app.ui.vllm_panel import VllmPanel
 
 WINDOW_CLASS = "llm-workstation"
 log = logging.getLogger("app.ui")
@@ -62,6 +64,9 @@ class MainWindow(QMainWindow):
         self.modelfile_panel.use_in_chat_requested.connect(self.use_modelfile_in_chat)
         self.ollama_models_panel = OllamaModelsPanel(context, self)
         self.ollama_models_panel.chat_requested.connect(self.chat_with_model)
+        self.vllm_panel = VllmPanel(context, self)
+        self.batch_panel = BatchPanel(context, self)
+        self._connect_vllm()
         self._build_central()
         self._build_log_dock()
         self._build_menus()
@@ -75,10 +80,15 @@ class MainWindow(QMainWindow):
         self.nav.setIconSize(QSize(20, 20))
         self.nav.setFixedWidth(150)
         self.pages = QStackedWidget()
+        built: dict[str, QWidget] = {
+            "Chat": self.chat_panel,
+            "Models": self._models_page(),
+            "Modelfiles": self.modelfile_panel,
+            "Batch": self._batch_page(),
+        }
         for name in _NAV_ICONS:
             item = QListWidgetItem(self.style().standardIcon(_NAV_ICONS[name]), name)
             self.nav.addItem(item)
-            built = {"Chat": self.chat_panel, "Models": self._models_page(), "Modelfiles": self.modelfile_panel}
             page = built.get(name) or InfoPanel(name, *PANELS[name])
             page.setObjectName(f"{name.lower()}_page")
             self.pages.addWidget(page)
@@ -96,6 +106,28 @@ class MainWindow(QMainWindow):
         tabs.addTab(InfoPanel("Library", *PANELS["Models"]), "Library")
         tabs.addTab(self.ollama_models_panel, "Ollama")
         return tabs
+
+    def _batch_page(self) -> QTabWidget:
+        tabs = QTabWidget()
+        tabs.addTab(self.vllm_panel, "vLLM server")
+        tabs.addTab(self.batch_panel, "Batch runner")
+        return tabs
+
+    def _connect_vllm(self) -> None:
+        """A ready vLLM server is offered to the chat (as an engine) and to the batch runner (as an endpoint)."""
+        self.vllm_panel.settings_changed_requested.connect(self.apply_setting_changes)
+        self.vllm_panel.server_ready.connect(self._vllm_ready)
+        self.vllm_panel.server_stopped.connect(self.chat_panel.withdraw_vllm_server)
+        self.vllm_panel.server_stopped.connect(self.batch_panel.clear_endpoint)
+
+    def _vllm_ready(self, base_url: str, served_model: str, api_key: str) -> None:
+        self.chat_panel.offer_vllm_server(base_url, served_model, api_key or None)
+        self.batch_panel.set_endpoint(base_url, api_key, served_model)
+
+    def apply_setting_changes(self, changes: dict[str, object]) -> None:
+        for name, value in changes.items():
+            setattr(self.context.settings, name, value)
+        spawn(self.save_settings(), "save settings")
 
     def chat_with_model(self, entry: str) -> None:
         """ "Chat with it" from a models list: load the model in the chat panel and show the chat."""
@@ -150,6 +182,7 @@ class MainWindow(QMainWindow):
         self.chat_panel.settings_changed()
         self.modelfile_panel.settings_changed()
         self.ollama_models_panel.settings_changed()
+        self.vllm_panel.settings_changed()
         spawn(self.save_settings(), "save settings")
 
     def use_modelfile_in_chat(self, modelfile: Modelfile) -> None:
@@ -186,5 +219,11 @@ class MainWindow(QMainWindow):
         spawn(self._shutdown(), "shutdown")
 
     async def _shutdown(self) -> None:
-        await self.chat_panel.shutdown()
+        await self.shutdown_panels()
         self.close()
+
+    async def shutdown_panels(self) -> None:
+        """Stop what the panels run: a batch, a managed vLLM server, the chat engines and the history."""
+        await self.batch_panel.shutdown()
+        await self.vllm_panel.shutdown()
+        await self.chat_panel.shutdown()

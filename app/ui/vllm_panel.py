@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -41,7 +40,6 @@ from app.ui.widgets.vllm_environment_box import Detector, Installer, VllmEnviron
 from app.ui.widgets.vllm_options_form import VllmOptionsForm
 from app.ui.widgets.vllm_remote_box import RemoteError, VllmRemoteBox, metrics_summary, read_metrics
 
-log = logging.getLogger("app.ui.vllm")
 METRICS_MS = 2000
 TICK_MS = 250
 
@@ -102,8 +100,8 @@ class VllmPanel(QWidget):
         self._started: asyncio.Task[Any] | None = None
         self._start_task: asyncio.Task[Any] | None = None
         self._polling = False
-        self.metrics_timer = QTimer(self, interval=METRICS_MS, timeout=self._poll_metrics)
-        self.tick_timer = QTimer(self, interval=TICK_MS, timeout=self._tick)
+        self.metrics_timer = _timer(self, METRICS_MS, self._poll_metrics)
+        self.tick_timer = _timer(self, TICK_MS, self._tick)
         settings = context.settings
         self.environment = VllmEnvironmentBox(
             context.paths, getattr(settings, "vllm_python", "") or "", detector=detector, installer=installer
@@ -115,23 +113,23 @@ class VllmPanel(QWidget):
 
     # --- layout -----------------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.managed_radio = QRadioButton("Managed: the app starts vLLM", checked=True)
+        self.managed_radio = QRadioButton("Managed: the app starts vLLM")
+        self.managed_radio.setChecked(True)
         self.remote_radio = QRadioButton("Remote: a vLLM server that is already running")
         self._modes = QButtonGroup(self)
         self.stack = QStackedWidget()
-        for index, (radio, page) in enumerate(
-            ((self.managed_radio, self._managed_page()), (self.remote_radio, self.remote))
-        ):
+        for index, radio in enumerate((self.managed_radio, self.remote_radio)):
             self._modes.addButton(radio, index)
-            self.stack.addWidget(page)
-        self._modes.idToggled.connect(lambda index, on: on and self.stack.setCurrentIndex(index))
+        self.stack.addWidget(self._managed_page())
+        self.stack.addWidget(self.remote)
+        self.remote_radio.toggled.connect(lambda on: self.stack.setCurrentIndex(1 if on else 0))
         self.metrics_label = _label(name="vllm_metrics")
         self.metrics_label.hide()
         server = QGroupBox("Server")
         box = QVBoxLayout(server)
         box.addLayout(_row(self.managed_radio, self.remote_radio, QWidget(), stretch_at=2))
-        box.addWidget(self.stack, 1)
         box.addWidget(self.metrics_label)
+        box.addWidget(self.stack, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.environment)
@@ -219,7 +217,7 @@ class VllmPanel(QWidget):
             return None
         self.settings_changed_requested.emit({"vllm_options": self.form.settings()})
         self.server = self._factory(python, options, self.environment.install)
-        self.phase_list.reset()
+        self.phase_list.clear_phases()
         self.log_view.clear()
         self.crash_label.hide()
         self._start_task = spawn(self._start(self.server, options.api_key or ""), "vllm: start")
@@ -253,16 +251,16 @@ class VllmPanel(QWidget):
     def _tick(self) -> None:
         elapsed = self.server.elapsed if self.server else None
         self.phase_list.tick(elapsed)
-        if self.starting and elapsed is not None:
+        if self.tick_timer.isActive() and elapsed is not None:
             self._say(self.server_status, f"Starting vLLM… {elapsed:.0f} s")
 
     @property
     def starting(self) -> bool:
         return self._start_task is not None and not self._start_task.done()
 
-    def _failed(self, message: str, tail: list[str]) -> None:
+    def _failed(self, message: str, tail: list[str], how: str = "stopped") -> None:
         self.server = None
-        self.phase_list.fail()
+        self.phase_list.fail(how)
         self._say(self.server_status, "vLLM is not running.", error=True)
         self._say(self.crash_label, message, error=True)
         if tail:
@@ -270,7 +268,7 @@ class VllmPanel(QWidget):
 
     def _crashed(self, error: VllmServerError) -> None:
         """vLLM stopped on its own after start-up: the cause, the last lines, and the server is withdrawn."""
-        self._failed(str(error), error.log_tail)
+        self._failed(str(error), error.log_tail, "stopped on its own")
         self._update_buttons()
         self._withdraw("managed")
 
@@ -392,3 +390,10 @@ def _button(text: str, slot: Callable[[], object]) -> QPushButton:
     button = QPushButton(text)
     button.clicked.connect(lambda _checked=False: slot())
     return button
+
+
+def _timer(parent: QWidget, interval_ms: int, slot: Callable[[], None]) -> QTimer:
+    timer = QTimer(parent)
+    timer.setInterval(interval_ms)
+    timer.timeout.connect(slot)
+    return timer

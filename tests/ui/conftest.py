@@ -81,7 +81,7 @@ def make_window(qloop):
     async def close_all():
         await _settle()
         for window in windows:  # shut down before pytest-qt's own clean-up, which would only close the window
-            await window.chat_panel.shutdown()
+            await window.shutdown_panels()
             window.close()
             window.deleteLater()
 

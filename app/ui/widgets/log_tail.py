@@ -49,7 +49,7 @@ class PhaseList(QListWidget):
         self.events: list[PhaseEvent] = []
         self._failed = ""
 
-    def reset(self) -> None:
+    def clear_phases(self) -> None:
         self.events = []
         self._failed = ""
         self.clear()
@@ -79,7 +79,7 @@ class PhaseList(QListWidget):
 def _row_text(event: PhaseEvent, next_at: float | None, now_s: float | None, failed: str) -> str:
     at = f"at {event.at_s:5.1f} s"
     if event.phase is Phase.READY:
-        return f"●  ready after {event.at_s:.1f} s"
+        return f"✗  ready after {event.at_s:.1f} s, then {failed}" if failed else f"●  ready after {event.at_s:.1f} s"
     if next_at is not None:
         return f"✓  {event.phase}  —  {at}, took {max(0.0, next_at - event.at_s):.1f} s"
     if failed:

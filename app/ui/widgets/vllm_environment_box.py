@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QWidget,
 )
 
@@ -62,6 +63,7 @@ class VllmEnvironmentBox(QGroupBox):
         self.browse_button = _button("Browse…", self.browse)
         self.status = _label("Looking for vLLM…", "vllm_env_status")
         self.install_button = _button("Install vLLM", self.install_vllm)
+        self.install_button.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
         self.install_button.setToolTip(f"Creates {self.target_dir} and pip-installs vLLM into it (several GB).")
         self.cancel_button = _button("Cancel", self.cancel_install)
         self.progress = QProgressBar(maximum=1000)
@@ -76,11 +78,13 @@ class VllmEnvironmentBox(QGroupBox):
         row = QHBoxLayout()
         for widget, stretch in ((self.install_button, 0), (self.progress, 1), (self.cancel_button, 0)):
             row.addWidget(widget, stretch)
+        row.addStretch(0)
         grid.addLayout(row, 2, 1, 1, 2)
         grid.addWidget(self.install_status, 3, 1, 1, 2)
         grid.addWidget(self.install_log, 4, 0, 1, 3)
-        for widget in (self.cancel_button, self.progress, self.install_log, self.install_status):
-            widget.hide()
+        hidden: tuple[QWidget, ...] = (self.cancel_button, self.progress, self.install_log, self.install_status)
+        for part in hidden:
+            part.hide()
         self.python_edit.editingFinished.connect(self._edited)
 
     @property

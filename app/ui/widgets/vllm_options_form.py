@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QEvent, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -119,6 +119,11 @@ class VllmOptionsForm(QWidget):
         self.enforce_eager.toggled.connect(self.check)
         self.browse_button.clicked.connect(self.browse)
 
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self.check()
+
     # --- values -------------------------------------------------------------------------------------------------
     def options(self) -> tuple[VllmServerOptions, list[str]]:
         """The options as typed, and the problems with them (one sentence each; empty when they can start)."""
@@ -186,7 +191,10 @@ class VllmOptionsForm(QWidget):
         self.problems.setText("\n".join(shown))
         self.problems.setVisible(bool(shown))
         warnings = unsupported_flags(options, self.version, use_module=self.use_module) if self.version else []
-        self.warnings.setText("\n".join(f"Not supported by the installed vLLM {self.version}: {w}" for w in warnings))
+        if any(w.startswith("--kv-offloading-size") for w in warnings):  # the app adds the backend flag itself
+            warnings = [w for w in warnings if not w.startswith("--kv-offloading-backend")]
+        heading = f"Not supported by the installed vLLM {self.version}:"
+        self.warnings.setText("\n".join([heading, *(f"• {w}" for w in warnings)]) if warnings else "")
         self.warnings.setVisible(bool(warnings))
         set_text_color(self.problems, error_color(self.palette()))
         set_text_color(self.warnings, error_color(self.palette()) if warnings else muted_color(self.palette()))

