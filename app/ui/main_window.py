@@ -67,6 +67,7 @@ class MainWindow(QMainWindow):
         self.vllm_panel = VllmPanel(context, self)
         self.batch_panel = BatchPanel(context, self)
         self._connect_vllm()
+        self.status.backend_label.clicked.connect(self.show_engine_menu)
         self._build_central()
         self._build_log_dock()
         self._build_menus()
@@ -128,6 +129,19 @@ class MainWindow(QMainWindow):
         for name, value in changes.items():
             setattr(self.context.settings, name, value)
         spawn(self.save_settings(), "save settings")
+
+    def show_engine_menu(self) -> None:
+        """The status bar's switcher: every model the chat can run on, grouped by engine."""
+        menu = QMenu(self)
+        models = self.chat_panel.model_bar.models
+        for index in range(models.count()):
+            entry = str(models.itemData(index))
+            action = menu.addAction(models.itemText(index))
+            action.triggered.connect(lambda _checked=False, e=entry: self.chat_with_model(e))
+        if menu.isEmpty():
+            menu.addAction("No model yet: open a .gguf file on the Chat page").setEnabled(False)
+        button = self.status.backend_label
+        menu.popup(button.mapToGlobal(button.rect().topLeft()))
 
     def chat_with_model(self, entry: str) -> None:
         """ "Chat with it" from a models list: load the model in the chat panel and show the chat."""

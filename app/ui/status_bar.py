@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
 
 from app.backends.base import BackendState, KvUsage, ModelInfo
 from app.core.chat import ReplyStats
@@ -13,7 +13,9 @@ ENGINE_NAMES = {"llamacpp": "llama.cpp", "ollama": "Ollama", "vllm": "vLLM"}
 class AppStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.backend_label = QLabel("llama.cpp: stopped")
+        self.backend_label = QToolButton()  # click: switch this chat's engine/model
+        self.backend_label.setText("llama.cpp: stopped")
+        self.backend_label.setAutoRaise(True)
         self.model_label = QLabel("No model loaded")
         self.context_label = QLabel("Context: –")
         self.speed_label = QLabel("Last reply: –")
@@ -24,7 +26,7 @@ class AppStatusBar(QStatusBar):
 
     def show_state(self, state: BackendState, kind: str = "llamacpp") -> None:
         self.backend_label.setText(f"{ENGINE_NAMES.get(kind, kind)}: {state.kind}")
-        self.backend_label.setToolTip(state.detail)
+        self.backend_label.setToolTip(f"{state.detail}\nClick to move this chat to another engine or model.".strip())
 
     def show_model(self, model: ModelInfo | None) -> None:
         self.model_label.setText(model.name if model else "No model loaded")

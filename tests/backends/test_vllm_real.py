@@ -155,3 +155,42 @@ def test_engine_killed_under_load_is_reported_and_the_partial_reply_kept(vllm_py
         error, received = run(scenario(running), timeout=300)
     assert received and error.partial.startswith(received[:5])
     assert "partial reply was kept" in str(error).lower() or "partial" in str(error).lower()
+
+
+def test_batch_with_bad_lines_and_a_resume_after_cancel(vllm_server, tmp_path):
+    import json
+
+    from app.core.batch_input import parse_jsonl
+    from app.services.batch import BatchRunner
+
+    lines = [
+        json.dumps({"id": f"r{i}", "prompt": f"line {i}", "max_tokens": 64, "ignore_eos": True}) for i in range(12)
+    ]
+    lines.insert(3, "{not json")
+    lines.insert(7, json.dumps({"id": "no-prompt"}))
+    batch = parse_jsonl("\n".join(lines))
+    assert [p.line for p in batch.problems] == [4, 8]
+    output = tmp_path / "out.jsonl"
+
+    async def first_run():
+        runner = BatchRunner(vllm_server.base_url, vllm_server.api_key, concurrency=2)
+        task = asyncio.ensure_future(runner.run(batch.requests, output))
+        while not output.exists() or len(output.read_text().splitlines()) < 3:
+            await asyncio.sleep(0.02)
+        runner.cancel()
+        return await task
+
+    async def second_run():
+        runner = BatchRunner(vllm_server.base_url, vllm_server.api_key, concurrency=4)
+        return await runner.run(batch.requests, output)
+
+    first = run(first_run())
+    done_first = {json.loads(line)["id"] for line in output.read_text().splitlines()}
+    second = run(second_run())
+    results = [json.loads(line) for line in output.read_text().splitlines()]
+    assert first.cancelled and 3 <= len(done_first) < 12
+    assert second.skipped >= len(done_first) - first.failed and second.failed == 0
+    finished = {r["id"]: r for r in results if r["error"] is None}
+    assert set(finished) == {f"r{i}" for i in range(12)}
+    assert all(r["completion_tokens"] == 64 and r["latency_ms"] > 0 and r["ttft_ms"] > 0 for r in finished.values())
+    assert second.latency_ms["p50"] <= second.latency_ms["p90"] <= second.latency_ms["p99"]

@@ -71,3 +71,27 @@ def test_broken_settings_file_is_kept_and_explained(qloop, make_window, isolated
         assert paths.settings_file.read_text() == "{broken"
 
     qloop.run_until_complete(scenario())
+
+
+def test_status_bar_switcher_moves_the_chat_to_another_engine(qloop, make_window, tiny_gguf):
+    from PySide6.QtWidgets import QMenu
+
+    from tests.fake_openai import FakeOpenAIServer
+
+    with FakeOpenAIServer(models=("tiny-llama",)) as fake:
+
+        async def scenario():
+            window = await make_window()
+            panel = window.chat_panel
+            panel.model_bar.select(str(tiny_gguf))
+            panel.offer_vllm_server(fake.base_url, "tiny-llama", None)
+            window.status.backend_label.click()
+            menu = window.findChildren(QMenu)[-1]
+            labels = [a.text() for a in menu.actions()]
+            assert "vLLM · tiny-llama" in labels and tiny_gguf.name in labels
+            next(a for a in menu.actions() if a.text() == "vLLM · tiny-llama").trigger()
+            await until(lambda: panel.backend.kind == "vllm" and panel.backend.model is not None)
+            assert window.status.backend_label.text() == "vLLM: ready"
+            menu.close()
+
+        qloop.run_until_complete(scenario())
