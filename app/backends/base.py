@@ -84,6 +84,42 @@ class Delta:
 StateListener = Callable[[BackendState], None]
 
 
+class BackendBase:
+    """What every backend shares: its state and the listeners told of changes, the loaded model, the last
+    reply's figures and the KV usage it left."""
+
+    kind = "base"
+
+    def __init__(self) -> None:
+        self._state = BackendState(StateKind.STOPPED)
+        self._listeners: list[StateListener] = []
+        self._model: ModelInfo | None = None
+        self._stats: ReplyStats | None = None
+        self._kv: KvUsage | None = None
+
+    @property
+    def state(self) -> BackendState:
+        return self._state
+
+    @property
+    def model(self) -> ModelInfo | None:
+        return self._model
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        self._listeners.append(listener)
+
+    def stats(self) -> ReplyStats | None:
+        return self._stats
+
+    def kv_usage(self) -> KvUsage | None:
+        return self._kv
+
+    def _set_state(self, kind: StateKind, detail: str = "") -> None:
+        self._state = BackendState(kind, detail)
+        for listener in list(self._listeners):
+            listener(self._state)
+
+
 @runtime_checkable
 class Backend(Protocol):
     kind: str

@@ -29,16 +29,15 @@ import ollama
 import pydantic
 
 from app.backends.base import (
+    BackendBase,
     BackendBusyError,
     BackendError,
-    BackendState,
     Delta,
     GenerationError,
     KvUsage,
     ModelInfo,
     ModelLoadError,
     StateKind,
-    StateListener,
 )
 from app.backends.http_lines import closing_lines
 from app.core.chat import ReplyStats
@@ -184,12 +183,13 @@ class _Reply:
     final: ollama.ChatResponse | None = None
 
 
-class OllamaBackend:
+class OllamaBackend(BackendBase):
     """Chat through a running Ollama server (``kind = "ollama"``)."""
 
     kind = "ollama"
 
     def __init__(self, host: str | None = None, *, keep_alive: float | str | None = None) -> None:
+        super().__init__()
         try:
             self.host = resolve_host(host)
         except ValueError as exc:
@@ -198,36 +198,14 @@ class OllamaBackend:
         self._client = ollama.AsyncClient(host=self.host, **client_options())
         # The chat stream is read raw (see closing_lines), with the headers the official client sends.
         self._http = httpx.AsyncClient(base_url=self.host, headers=auth_headers(), **client_options())
-        self._state = BackendState(StateKind.STOPPED)
-        self._listeners: list[StateListener] = []
-        self._model: ModelInfo | None = None
         self._options: dict[str, Any] = {}
-        self._stats: ReplyStats | None = None
-        self._kv: KvUsage | None = None
         self._pump: asyncio.Task[None] | None = None
         self._stopping = False
 
     # --- public API -----------------------------------------------------------------------------------------
     @property
-    def state(self) -> BackendState:
-        return self._state
-
-    @property
-    def model(self) -> ModelInfo | None:
-        return self._model
-
-    @property
     def generating(self) -> bool:
         return self._pump is not None
-
-    def add_state_listener(self, listener: StateListener) -> None:
-        self._listeners.append(listener)
-
-    def stats(self) -> ReplyStats | None:
-        return self._stats
-
-    def kv_usage(self) -> KvUsage | None:
-        return self._kv
 
     async def load(self, model: str, params: LoadParams) -> ModelInfo:
         """Check that Ollama has ``model``, load it with ``params.n_ctx`` and describe it.
@@ -331,11 +309,6 @@ class OllamaBackend:
         self._set_state(StateKind.STOPPED)
 
     # --- internals ------------------------------------------------------------------------------------------
-    def _set_state(self, kind: StateKind, detail: str = "") -> None:
-        self._state = BackendState(kind, detail)
-        for listener in list(self._listeners):
-            listener(self._state)
-
     async def _pump_chat(
         self, model: str, messages: list[dict[str, str]], options: dict[str, Any], queue: asyncio.Queue[Any]
     ) -> None:

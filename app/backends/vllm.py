@@ -25,15 +25,14 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 
 from app.backends.base import (
+    BackendBase,
     BackendBusyError,
     BackendError,
-    BackendState,
     GenerationError,
     KvUsage,
     ModelInfo,
     ModelLoadError,
     StateKind,
-    StateListener,
 )
 from app.backends.openai_stream import STREAM_TIMEOUT as STREAM_TIMEOUT  # re-exported
 from app.backends.openai_stream import (
@@ -107,7 +106,7 @@ def normalize_url(url: str | None) -> str:
 
 
 # --- the backend -------------------------------------------------------------------------------------------
-class VllmBackend:
+class VllmBackend(BackendBase):
     """Chat through a vLLM server (``kind = "vllm"``); several replies may generate at once."""
 
     kind = "vllm"
@@ -123,6 +122,7 @@ class VllmBackend:
         server_factory: ServerFactory | None = None,
         server_options: VllmServerOptions | None = None,
     ) -> None:
+        super().__init__()
         """Remote: ``base_url`` (default http://127.0.0.1:8000). Managed: ``server_factory(python, options)``
         starts a server per load; ``server_options`` are the settings whose model and max_model_len each load
         replaces."""
@@ -137,23 +137,11 @@ class VllmBackend:
         self._server: ManagedServer | None = None
         self._started_for: tuple[str, int] | None = None
         self._client = openai_client(self.base_url, self._api_key)
-        self._state = BackendState(StateKind.STOPPED)
-        self._listeners: list[StateListener] = []
-        self._model: ModelInfo | None = None
         self._served = ""
-        self._stats: ReplyStats | None = None
         self._metrics: VllmMetrics | None = None
         self._streams: set[ChatStream] = set()
 
     # --- public API -----------------------------------------------------------------------------------------
-    @property
-    def state(self) -> BackendState:
-        return self._state
-
-    @property
-    def model(self) -> ModelInfo | None:
-        return self._model
-
     @property
     def active_chats(self) -> int:
         return len(self._streams)
@@ -161,13 +149,6 @@ class VllmBackend:
     @property
     def generating(self) -> bool:
         return bool(self._streams)
-
-    def add_state_listener(self, listener: StateListener) -> None:
-        self._listeners.append(listener)
-
-    def stats(self) -> ReplyStats | None:
-        """The figures of the reply that ended last (each ``ChatStream`` has its own ``stats``)."""
-        return self._stats
 
     def last_metrics(self) -> VllmMetrics | None:
         return self._metrics
@@ -360,11 +341,6 @@ class VllmBackend:
             self._set_state(StateKind.STOPPED)
 
     # --- errors ---------------------------------------------------------------------------------------------
-    def _set_state(self, kind: StateKind, detail: str = "") -> None:
-        self._state = BackendState(kind, detail)
-        for listener in list(self._listeners):
-            listener(self._state)
-
     def _not_answering(self) -> str:
         if self.managed:
             return f"vLLM is not answering at {self.base_url}: the server the app started has stopped. Load again."

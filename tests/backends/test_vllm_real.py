@@ -138,22 +138,23 @@ def test_engine_killed_under_load_is_reported_and_the_partial_reply_kept(vllm_py
     async def scenario(running):
         backend = VllmBackend(running.base_url, running.api_key)
         await backend.load(running.served_model_name, LoadParams(n_ctx=512))
+        engines = [p for p in psutil.Process(running.server.pid).children(recursive=True) if "EngineCore" in _title(p)]
+        assert engines, "the engine core process was not found"
         pieces = []
         try:
             with pytest.raises(GenerationError) as failure:
                 async for delta in backend.stream_chat(HELLO, SamplingParams(max_tokens=480, temperature=0.0)):
                     pieces.append(delta.text)
-                    if len(pieces) == 5:
-                        for child in psutil.Process(running.server.pid).children(recursive=True):
-                            if "EngineCore" in " ".join(child.cmdline()) or "EngineCore" in child.name():
-                                child.kill()
+                    if len(pieces) == 1:
+                        for engine in engines:
+                            engine.kill()
             return failure.value, "".join(pieces)
         finally:
             await backend.close()
 
     with running_vllm(vllm_python_path, tiny_llama_dir) as running:
         error, received = run(scenario(running), timeout=300)
-    assert received and error.partial.startswith(received[:5])
+    assert received and error.partial.startswith(received[:1])
     assert "partial reply was kept" in str(error).lower() or "partial" in str(error).lower()
 
 
@@ -194,3 +195,13 @@ def test_batch_with_bad_lines_and_a_resume_after_cancel(vllm_server, tmp_path):
     assert set(finished) == {f"r{i}" for i in range(12)}
     assert all(r["completion_tokens"] == 64 and r["latency_ms"] > 0 and r["ttft_ms"] > 0 for r in finished.values())
     assert second.latency_ms["p50"] <= second.latency_ms["p90"] <= second.latency_ms["p99"]
+
+
+def _title(process) -> str:
+    """A process's name as vLLM sets it (setproctitle), or its command line."""
+    import psutil
+
+    try:
+        return process.name() + " " + " ".join(process.cmdline())
+    except psutil.Error:
+        return ""

@@ -11,16 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.backends.base import (
+    BackendBase,
     BackendBusyError,
     BackendError,
-    BackendState,
     Delta,
     GenerationError,
     KvUsage,
     ModelInfo,
     ModelLoadError,
     StateKind,
-    StateListener,
 )
 from app.backends.llamacpp.process import WorkerProcess, describe_exit
 from app.core.chat import ReplyStats
@@ -43,36 +42,24 @@ class _Reply:
     abandoned: bool = False
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(BackendBase):
     """llama-cpp-python in a child process: a native crash kills the worker, never the app."""
 
     kind = "llamacpp"
 
     def __init__(self, python: str | None = None) -> None:
+        super().__init__()
         self._python = python
         self._worker: WorkerProcess | None = None
         self._ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._replies: dict[int, _Reply] = {}
         self._hello: asyncio.Future[dict[str, Any]] | None = None
-        self._state = BackendState(StateKind.STOPPED)
-        self._listeners: list[StateListener] = []
-        self._model: ModelInfo | None = None
-        self._stats: ReplyStats | None = None
-        self._kv: KvUsage | None = None
         self._active: int | None = None
         self._idle = asyncio.Event()
         self._idle.set()
 
     # --- public API -------------------------------------------------------------------------
-    @property
-    def state(self) -> BackendState:
-        return self._state
-
-    @property
-    def model(self) -> ModelInfo | None:
-        return self._model
-
     @property
     def worker_pid(self) -> int | None:
         return self._worker.pid if self._worker and self._worker.alive else None
@@ -80,15 +67,6 @@ class LlamaCppBackend:
     @property
     def generating(self) -> bool:
         return self._active is not None
-
-    def add_state_listener(self, listener: StateListener) -> None:
-        self._listeners.append(listener)
-
-    def stats(self) -> ReplyStats | None:
-        return self._stats
-
-    def kv_usage(self) -> KvUsage | None:
-        return self._kv
 
     async def load(self, model: str, params: LoadParams) -> ModelInfo:
         """Load a GGUF in the worker (starting it if needed); raises ModelLoadError with a readable reason."""
@@ -171,11 +149,6 @@ class LlamaCppBackend:
             self._worker.kill()
 
     # --- internals ---------------------------------------------------------------------------
-    def _set_state(self, kind: StateKind, detail: str = "") -> None:
-        self._state = BackendState(kind, detail)
-        for listener in list(self._listeners):
-            listener(self._state)
-
     def _begin(self, request_id: int) -> None:
         self._active = request_id
         self._idle.clear()
