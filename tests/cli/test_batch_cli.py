@@ -235,3 +235,27 @@ def test_ctrl_c_cancels_keeps_whole_lines_and_exits_130(fake, tmp_path):
     assert 4 <= len(finished) < 40 and all(r["error"] is None for r in finished.values())
     assert f"{len(finished)} done" in stdout
     assert fake.wait_idle()
+
+
+def test_a_sigkilled_batch_loses_nothing_and_a_rerun_does_only_the_rest(fake, tmp_path):
+    fake.token_delay_s = 0.02
+    source = write_jsonl(tmp_path / "in.jsonl", *({"id": f"r{i}", "prompt": "x", "max_tokens": 10} for i in range(40)))
+    out = tmp_path / "out.jsonl"
+    argv = command("batch", source, "--endpoint", fake.base_url, "-c", "4", "--output", str(out))
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while (not out.exists() or len(out.read_text().splitlines()) < 6) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    before = out.read_text()
+    complete = before.splitlines() if before.endswith("\n") else before.splitlines()[:-1]
+    done_before = {json.loads(line)["id"] for line in complete}  # every complete line is whole JSON
+    assert 6 <= len(done_before) < 40
+    fake.wait_idle()
+    sent_before = len(fake.requests_to("/v1/completions"))
+    rerun = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert rerun.returncode == 0, rerun.stderr
+    finished = results(out)
+    assert set(finished) == {f"r{i}" for i in range(40)} and all(r["error"] is None for r in finished.values())
+    assert len(fake.requests_to("/v1/completions")) - sent_before == 40 - len(done_before)  # only the rest
