@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-# A bare PySide6 window measured the same way: the floor any Qt app pays on this machine.
+# A bare PySide6 window measured the same way, in its own process: the floor any Qt app pays on this machine.
 _BASELINE = """
 import json, os, sys, time
 started = time.time()
-from PySide6.QtWidgets import QApplication, QMainWindow, QTextBrowser
-import psutil
+import psutil; from PySide6.QtWidgets import QApplication, QMainWindow, QTextBrowser  # run in a child process
 app = QApplication([])
 window = QMainWindow()
 window.setCentralWidget(QTextBrowser())
