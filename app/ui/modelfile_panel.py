@@ -23,7 +23,7 @@ from app.core.modelfile import Modelfile, ModelfileError
 from app.core.modelfile_params import check_modelfile
 from app.services.ollama_service import OllamaError, OllamaService
 from app.ui.context import AppContext
-from app.ui.tasks import spawn
+from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.modelfile_files import SUFFIX, ModelfileFiles, decode, presets_dir
 from app.ui.widgets.modelfile_form import ModelfileForm
 from app.ui.widgets.modelfile_highlighter import ModelfileTextPane, error_color, muted_color, set_text_color
@@ -157,9 +157,7 @@ class ModelfilePanel(QWidget):
     def showEvent(self, event: QShowEvent) -> None:
         """The first show lists everything; a later one asks Ollama again (it may have been started since)."""
         super().showEvent(event)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not loop_running():
             return
         if self._started is None:
             self.start()

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.services.ollama_service import LocalModel, OllamaError, OllamaService, OllamaStatus, PullProgress, RunningModel
 from app.ui.context import OLLAMA_PREFIX, AppContext
-from app.ui.tasks import spawn
+from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
 
 log = logging.getLogger("app.ui.ollama_models")
@@ -202,9 +202,7 @@ class OllamaModelsPanel(QWidget):
     def showEvent(self, event: QShowEvent) -> None:
         """The first show starts the panel; a later one asks Ollama again. Memory is polled while visible."""
         super().showEvent(event)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not loop_running():
             return
         if self._started is None:
             self.start()
@@ -228,9 +226,7 @@ class OllamaModelsPanel(QWidget):
         return spawn(self._locked(self.refresh), "ollama models: refresh")
 
     def _tick(self) -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # Qt events processed outside the asyncio loop (tests): nothing to run on
+        if not loop_running():
             return
         if self.ollama_running and self.isVisible() and not self._lock.locked():
             spawn(self._locked(self.refresh_running), "ollama models: running")

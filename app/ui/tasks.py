@@ -33,3 +33,12 @@ def _finished(task: asyncio.Task[Any]) -> None:
 
 def running_tasks() -> set[asyncio.Task[Any]]:
     return set(_running)
+
+
+def loop_running() -> bool:
+    """Whether an asyncio loop runs now (Qt events can be processed outside it, e.g. while a test sets up)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

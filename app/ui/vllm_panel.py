@@ -33,7 +33,7 @@ from app.core.vllm_options import VllmServerOptions
 from app.services.vllm_env import VllmInstall
 from app.services.vllm_server import VllmServer, VllmServerError
 from app.ui.context import AppContext
-from app.ui.tasks import spawn
+from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.log_tail import LogTail, PhaseList
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
 from app.ui.widgets.vllm_environment_box import Detector, Installer, VllmEnvironmentBox
@@ -189,9 +189,7 @@ class VllmPanel(QWidget):
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not loop_running():
             return
         self.start()
         self.metrics_timer.start()

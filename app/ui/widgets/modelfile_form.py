@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.modelfile import NON_PARAMETER_NAMES, Modelfile
-from app.ui.tasks import spawn
+from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.message_list import MessageList
 from app.ui.widgets.modelfile_highlighter import error_color, set_text_color
 from app.ui.widgets.parameter_table import ParameterTable
@@ -263,9 +263,7 @@ class ModelfileForm(QWidget):
         if not looks_local(name):
             self._show_from_note(None if name.strip() else NO_FROM_NOTE)
             return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not loop_running():
             return
         spawn(self._check_from_async(name, self._from_check), "check FROM path")
 
