@@ -20,12 +20,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chat(verbs)
     _add_bench(verbs)
     _add_starter(verbs)
-    from app import commands_batch, commands_modelfile, commands_ollama
-
-    commands_batch.add_parser(verbs)
-    commands_modelfile.add_parser(verbs)
-    commands_ollama.add_parser(verbs)
+    for module in _verb_modules():
+        module.add_parser(verbs)
     return parser
+
+
+# Modules that add verbs: each has ``VERBS`` (the verb names it handles), ``add_parser(verbs)`` and
+# ``run(args) -> int``; one with ``BENCH_KINDS`` also has ``add_bench_parser(kinds)`` and ``run_bench(args)``.
+VERB_MODULES = ("commands_batch", "commands_modelfile", "commands_ollama")
+
+
+def _verb_modules() -> list:
+    import importlib
+
+    return [importlib.import_module(f"app.{name}") for name in VERB_MODULES]
 
 
 def _add_chat(verbs: argparse._SubParsersAction) -> None:
@@ -56,9 +64,9 @@ def _add_bench(verbs: argparse._SubParsersAction) -> None:
     start = kinds.add_parser("startup", help="cold start to main window shown, and idle memory")
     start.add_argument("--runs", type=int, default=5)
     start.add_argument("--json", action="store_true")
-    from app import commands_batch
-
-    commands_batch.add_bench_parser(kinds)
+    for module in _verb_modules():
+        if hasattr(module, "BENCH_KINDS"):
+            module.add_bench_parser(kinds)
 
 
 def _add_starter(verbs: argparse._SubParsersAction) -> None:
@@ -72,18 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.ui.app import run_gui
 
         return run_gui(screenshot=args.screenshot, smoke=args.smoke)
-    if args.verb == "batch" or (args.verb == "bench" and args.bench_kind == "batch"):
-        from app import commands_batch
-
-        return commands_batch.run(args) if args.verb == "batch" else commands_batch.run_bench(args)
-    if args.verb == "modelfile":
-        from app import commands_modelfile
-
-        return commands_modelfile.run(args)
-    if args.verb == "ollama":
-        from app import commands_ollama
-
-        return commands_ollama.run(args)
+    for module in _verb_modules():
+        if args.verb == "bench" and args.bench_kind in getattr(module, "BENCH_KINDS", ()):
+            return int(module.run_bench(args))
+        if args.verb in getattr(module, "VERBS", ()):
+            return int(module.run(args))
     from app import commands
 
     return commands.run(args)

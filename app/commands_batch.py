@@ -64,6 +64,10 @@ def _add_server_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+VERBS = ("batch",)
+BENCH_KINDS = ("batch",)
+
+
 def add_parser(verbs: argparse._SubParsersAction) -> None:
     """``batch INPUT (--endpoint URL | --vllm-model M) --output OUT.jsonl [--concurrency N] …``."""
     batch = verbs.add_parser(

@@ -13,6 +13,9 @@ from app.core.modelfile_params import check_modelfile
 EXIT_BAD_INPUT = 2
 
 
+VERBS = ("modelfile",)
+
+
 def add_parser(verbs: argparse._SubParsersAction) -> None:
     modelfile = verbs.add_parser("modelfile", help="parse, check and format Ollama Modelfiles")
     actions = modelfile.add_subparsers(dest="modelfile_action", metavar="ACTION", required=True)

@@ -36,6 +36,9 @@ def fail(message: str, code: int = EXIT_FAILED) -> int:
     return code
 
 
+VERBS = ("ollama",)
+
+
 def add_parser(verbs: argparse._SubParsersAction) -> None:
     ollama = verbs.add_parser("ollama", help="list, pull, delete and create models in a local Ollama server")
     ollama.add_argument("--host", metavar="URL", default=None, help=HOST_HELP)
