@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TYPE_CHECKING
 
-import httpx
+from app.core.lazy_import import lazy_import
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = lazy_import("httpx")  # ~100 ms: loaded when first used
 
 
 async def iter_lines(response: httpx.Response) -> AsyncGenerator[str, None]:

@@ -22,11 +22,7 @@ import time
 import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
-import ollama
-import pydantic
+from typing import TYPE_CHECKING, Any
 
 from app.backends.base import (
     BackendBase,
@@ -41,15 +37,29 @@ from app.backends.base import (
 )
 from app.backends.http_lines import closing_lines
 from app.core.chat import ReplyStats
+from app.core.lazy_import import lazy_import
 from app.core.params import LoadParams, SamplingParams
+
+if TYPE_CHECKING:
+    import httpx
+    import ollama
+    import pydantic
+else:
+    ollama = lazy_import("ollama")  # ~150 ms with pydantic: loaded when first used
+    pydantic = lazy_import("pydantic")
+    httpx = lazy_import("httpx")
+
 
 log = logging.getLogger("app.backends.ollama")
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PORT = 11434
 
+
 # Generation may pause for minutes (a model loading); only connecting is bounded.
-STREAM_TIMEOUT = httpx.Timeout(None, connect=5.0)
+def stream_timeout() -> httpx.Timeout:
+    return httpx.Timeout(None, connect=5.0)
+
 
 BUSY_MESSAGE = "A reply is being generated. Stop it (Esc) before loading another model."
 
@@ -107,7 +117,7 @@ def client_options(timeout: httpx.Timeout | float | None = None) -> dict[str, An
     No redirects (a redirect could lead to another host), no proxy or netrc from the environment (a proxy
     would see the traffic; ``HTTP_PROXY`` would otherwise apply even to 127.0.0.1).
     """
-    return {"timeout": STREAM_TIMEOUT if timeout is None else timeout, "follow_redirects": False, "trust_env": False}
+    return {"timeout": stream_timeout() if timeout is None else timeout, "follow_redirects": False, "trust_env": False}
 
 
 def auth_headers() -> dict[str, str]:

@@ -20,9 +20,7 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from app.backends.base import (
     BackendBase,
@@ -34,7 +32,6 @@ from app.backends.base import (
     ModelLoadError,
     StateKind,
 )
-from app.backends.openai_stream import STREAM_TIMEOUT as STREAM_TIMEOUT  # re-exported
 from app.backends.openai_stream import (
     ChatStream,
     HttpError,
@@ -47,9 +44,16 @@ from app.backends.openai_stream import (
     run_reply,
 )
 from app.core.chat import ReplyStats
+from app.core.lazy_import import lazy_import
 from app.core.params import LoadParams, SamplingParams
 from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics
 from app.core.vllm_options import VllmServerOptions
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = lazy_import("httpx")  # ~100 ms: loaded when first used
+
 
 log = logging.getLogger("app.backends.vllm")
 

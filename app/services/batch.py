@@ -17,11 +17,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal
 
 from app.core.batch_input import BatchRequest, length_priorities, percentiles, read_finished_ids, shortest_first
+from app.core.lazy_import import lazy_import
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = lazy_import("httpx")  # ~100 ms: loaded when first used
+
 
 Order = Literal["input", "shortest"]
 ProgressCallback = Callable[["BatchProgress"], None]

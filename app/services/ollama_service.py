@@ -19,10 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import httpx
-import ollama
+from typing import TYPE_CHECKING, Any
 
 from app.backends.ollama import (
     auth_headers,
@@ -32,6 +29,15 @@ from app.backends.ollama import (
     not_running_message,
     resolve_host,
 )
+from app.core.lazy_import import lazy_import
+
+if TYPE_CHECKING:
+    import httpx
+    import ollama
+else:
+    ollama = lazy_import("ollama")  # ~150 ms with pydantic: loaded when first used
+    httpx = lazy_import("httpx")
+
 
 log = logging.getLogger("app.services.ollama")
 

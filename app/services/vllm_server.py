@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-import httpx
 import psutil
 
+from app.core.lazy_import import lazy_import
 from app.core.vllm_log import CrashCause, CrashDiagnosis, Phase, PhaseEvent, StartupFacts, StartupTracker
 from app.core.vllm_log import classify_crash as classify_log
 from app.core.vllm_options import (
@@ -42,6 +42,12 @@ from app.core.vllm_options import (
     validate,
 )
 from app.services.vllm_env import alive_processes, has_nvidia_gpu, is_engine_process, terminate_session
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = lazy_import("httpx")  # ~100 ms: loaded when first used
+
 
 log = logging.getLogger("app.services.vllm_server")
 output_log = logging.getLogger("app.services.vllm_server.output")

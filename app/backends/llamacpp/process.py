@@ -34,13 +34,30 @@ def describe_exit(returncode: int | None) -> str:
     return f"it exited with code {returncode}"
 
 
+# A frozen bundle (PyInstaller) has no Python interpreter to run ``-m``: its executable starts the worker when
+# this is its first argument (see app/__main__.py).
+FROZEN_WORKER_FLAG = "--llamacpp-worker"
+
+
+def _frozen() -> bool:
+    return bool(getattr(sys, "frozen", False))
+
+
+def worker_command(python: str | None = None) -> list[str]:
+    """The argv that starts the worker: ``python -m app.backends.llamacpp.worker``, or in a frozen bundle the
+    bundle's own executable with :data:`FROZEN_WORKER_FLAG` (an explicit ``python`` always wins)."""
+    if python is None and _frozen():
+        return [sys.executable, FROZEN_WORKER_FLAG]
+    return [python or sys.executable, "-m", protocol.WORKER_MODULE]
+
+
 class WorkerProcess:
     """One running worker. Events and the exit are delivered on ``loop`` through ``on_event``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, on_event: EventHandler, python: str | None = None) -> None:
         self._loop = loop
         self._on_event = on_event
-        self._python = python or sys.executable
+        self._command = worker_command(python)
         self._proc: subprocess.Popen[bytes] | None = None
         self._write_lock = threading.Lock()
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
@@ -55,10 +72,11 @@ class WorkerProcess:
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        package_root = str(Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        if not _frozen():
+            package_root = str(Path(__file__).resolve().parents[3])
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         self._proc = subprocess.Popen(
-            [self._python, "-m", protocol.WORKER_MODULE],
+            self._command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.backends.base import BackendError
 from app.backends.vllm import DEFAULT_URL, normalize_url
+from app.core.lazy_import import lazy_import
 from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics
 from app.ui.tasks import spawn
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = lazy_import("httpx")  # ~100 ms: loaded when first used
+
 
 TIMEOUT_S = 10.0
 
