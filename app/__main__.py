@@ -1,3 +1,38 @@
-from app.cli import main
+import sys
 
-raise SystemExit(main())
+
+def _entry() -> int:
+    from app.backends.llamacpp.process import FROZEN_WORKER_FLAG
+
+    if sys.argv[1:2] == [FROZEN_WORKER_FLAG]:  # a frozen bundle starting its llama.cpp worker
+        from app.backends.llamacpp.worker import main as worker_main
+
+        del sys.argv[1]
+        worker_main()
+        return 0
+    if getattr(sys, "frozen", False) and sys.argv[1:2] in (["-m"], ["-c"]) and len(sys.argv) > 2:
+        return _run_as_python(sys.argv[1:])
+    from app.cli import main
+
+    return main()
+
+
+def _run_as_python(argv: list[str]) -> int:
+    """In a frozen bundle ``sys.executable`` is the app, not Python: it stands in for ``python -m MODULE ...``
+    and ``python -c CODE ...``, which probes and benchmarks start with ``sys.executable``."""
+    import runpy
+
+    flag, target, *rest = argv
+    if flag == "-m" and target in ("app", "app.__main__"):  # this very script: the bundle's own entry
+        sys.argv = [sys.argv[0], *rest]
+        return _entry()
+    if flag == "-m":
+        sys.argv = [target, *rest]
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = ["-c", *rest]
+        exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})
+    return 0
+
+
+raise SystemExit(_entry())

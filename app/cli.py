@@ -27,7 +27,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Modules that add verbs: each has ``VERBS`` (the verb names it handles), ``add_parser(verbs)`` and
 # ``run(args) -> int``; one with ``BENCH_KINDS`` also has ``add_bench_parser(kinds)`` and ``run_bench(args)``.
-VERB_MODULES = ("commands_batch", "commands_modelfile", "commands_ollama")
+VERB_MODULES = (
+    "commands_batch",
+    "commands_modelfile",
+    "commands_ollama",
+    "commands_desktop",
+    "commands_models",
+    "commands_benchrun",
+    "commands_inspect",
+    "commands_monitor",
+    "commands_hub",
+)
 
 
 def _verb_modules() -> list:

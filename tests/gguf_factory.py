@@ -15,14 +15,19 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
 
+from app.services import gguf_shapes as _shapes
+
 __all__ = [
+    "CALIBRATION_SHAPES",
     "CHATML_TEMPLATE",
     "SPECIAL_TOKENS",
     "write_not_gguf",
+    "write_shaped_gguf",
     "write_tiny_gguf",
     "write_truncated_gguf",
     "write_unknown_architecture_gguf",
@@ -234,3 +239,16 @@ def write_not_gguf(path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     path.write_text("This is not a GGUF model file, just some text with a .gguf name.\n", encoding="utf-8")
     return path
+
+
+# --- Model shapes for the memory-estimate calibration (the writer lives in the app: ``bench estimate`` uses it) ---
+
+CALIBRATION_SHAPES = _shapes.CALIBRATION_SHAPES
+
+
+def write_shaped_gguf(path: str | os.PathLike[str], **shape: Any) -> Path:
+    """A random-weight f16 model of a chosen shape (see ``app.services.gguf_shapes.write_shaped_gguf``) with this
+    module's real BPE tokenizer and the ChatML template."""
+    return _shapes.write_shaped_gguf(
+        path, add_tokenizer=lambda writer: _add_tokenizer(writer, CHATML_TEMPLATE), **shape
+    )

@@ -30,6 +30,11 @@ class Settings:
     vllm_python: str = ""  # the interpreter of a vLLM installation (its own environment)
     vllm_remote_url: str = ""
     vllm_options: dict[str, Any] = field(default_factory=dict)  # VllmServerOptions fields, API key excluded
+    download_dir: str = ""  # empty: the Hugging Face cache (HF_HUB_CACHE)
+    hf_token: str = field(default="", repr=False)  # empty: huggingface_hub's stored token; never logged
+    monitor_interval_s: float = 0.5  # the Monitor page's sampling interval (2 Hz)
+    prometheus_enabled: bool = False  # opt-in: serve the app's metrics on 127.0.0.1
+    prometheus_port: int = 9464
 
     def remember_model(self, path: str) -> None:
         self.recent_models = [path] + [p for p in self.recent_models if p != path]
@@ -48,6 +53,11 @@ class Settings:
             "vllm_python": self.vllm_python,
             "vllm_remote_url": self.vllm_remote_url,
             "vllm_options": {k: v for k, v in self.vllm_options.items() if k != "api_key"},
+            "download_dir": self.download_dir,
+            "hf_token": self.hf_token,
+            "monitor_interval_s": self.monitor_interval_s,
+            "prometheus_enabled": self.prometheus_enabled,
+            "prometheus_port": self.prometheus_port,
         }
 
     @classmethod
@@ -70,8 +80,13 @@ class Settings:
                 vllm_python=str(data.get("vllm_python", "")),
                 vllm_remote_url=str(data.get("vllm_remote_url", "")),
                 vllm_options=dict(data.get("vllm_options", {})),
+                download_dir=str(data.get("download_dir", "")),
+                hf_token=str(data.get("hf_token", "")),
+                monitor_interval_s=float(data.get("monitor_interval_s", 0.5)),
+                prometheus_enabled=bool(data.get("prometheus_enabled", False)),
+                prometheus_port=int(data.get("prometheus_port", 9464)),
             )
-        except (TypeError, AttributeError) as exc:
+        except (TypeError, ValueError, AttributeError) as exc:
             raise SettingsError(f"The settings file has a value of the wrong type ({exc}).") from exc
 
 
@@ -92,5 +107,9 @@ def save_settings(settings: Settings, path: Path) -> None:
     """Write atomically so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(settings.to_dict(), indent=2), encoding="utf-8")
+    # Owner-only: the file may hold a Hugging Face token.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(json.dumps(settings.to_dict(), indent=2))
+    os.chmod(tmp, 0o600)
     os.replace(tmp, path)

@@ -175,7 +175,7 @@ class VllmEnvironment:
         progress: Callable[[InstallProgress], None],
         *,
         nvidia: bool | None = None,
-        base_python: str = sys.executable,
+        base_python: str | None = None,
         pip_args: tuple[str, ...] = (),
     ) -> VllmInstall:
         """Create a venv in ``target_dir`` and install vLLM into it; cancellable (the venv is then removed).
@@ -186,6 +186,7 @@ class VllmEnvironment:
         if not sys.platform.startswith("linux"):
             raise VllmInstallError("vLLM runs on Linux only. On Windows, use WSL2 or the Docker command instead.")
         package = package_for_machine(has_nvidia_gpu() if nvidia is None else nvidia)
+        base_python = base_python or _base_python()
         target_dir = Path(target_dir)
         created = not target_dir.exists() or not any(target_dir.iterdir())
         _check_disk(target_dir, NEEDED_BYTES[package])
@@ -195,6 +196,16 @@ class VllmEnvironment:
             if created:
                 shutil.rmtree(target_dir, ignore_errors=True)
             raise
+
+
+def _base_python() -> str:
+    """The interpreter that creates the venv: this one, or in a frozen bundle (no interpreter inside) python3."""
+    if not getattr(sys, "frozen", False):
+        return sys.executable
+    found = shutil.which("python3")
+    if found is None:
+        raise VllmInstallError("Installing vLLM needs Python 3 on this machine: install python3 and python3-venv.")
+    return found
 
 
 # --- detection ----------------------------------------------------------------------------------------------------

@@ -12,22 +12,25 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
     from app.ui.main_window import MainWindow
 
 PROCESS_STARTED = time.time()
 STARTUP_REPORT_ENV = "LLMW_STARTUP_REPORT"
-HEAVY_MODULES = ("llama_cpp", "vllm", "torch", "pynvml")
+HEAVY_MODULES = ("llama_cpp", "vllm", "torch", "pynvml", "huggingface_hub")
 
 
 def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     if screenshot or smoke:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     import qasync
-    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
+    from app.services.desktop_install import DESKTOP_ID
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
     from app.ui.context import AppContext
@@ -38,9 +41,10 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
-    app.setApplicationName("LLM Workstation")
-    app.setDesktopFileName(WINDOW_CLASS)
-    app.setWindowIcon(QIcon(str(app_icon_path())))
+    app.setApplicationName(WINDOW_CLASS)  # the X11 WM_CLASS class, matched by the .desktop StartupWMClass
+    app.setApplicationDisplayName("LLM Workstation")
+    app.setDesktopFileName(DESKTOP_ID)  # the Wayland app_id: the compositor finds <id>.desktop and its icon
+    app.setWindowIcon(window_icon(app_icon_path()))
     paths = app_paths().ensure()
     buffer = install_logging("INFO", paths.log_file)
     context = AppContext.create(paths, buffer)
@@ -59,6 +63,17 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
             return loop.run_until_complete(_render_once(app, window, screenshot))
         loop.run_until_complete(_run_until_quit(app, window))
     return 0
+
+
+def window_icon(svg: Path) -> QIcon:
+    """The app icon from its rendered PNG sizes (no SVG plugin needed), plus the SVG for any other size."""
+    from PySide6.QtGui import QIcon
+
+    icon = QIcon()
+    for png in sorted(svg.parent.glob(f"{svg.stem}-*.png")):
+        icon.addFile(str(png))
+    icon.addFile(str(svg))
+    return icon
 
 
 async def _run_until_quit(app: QApplication, window: MainWindow) -> None:
@@ -83,12 +98,14 @@ def _close_on_signals(window: MainWindow) -> None:
 
 
 async def _render_once(app: QApplication, window: MainWindow, screenshot: str | None) -> int:
-    """Let the window finish its start-up, then save a screenshot or a start-up report, and close."""
-    app.processEvents()
+    """Let the window finish its start-up, then save a screenshot or a start-up report, and close.
+
+    No ``app.processEvents()`` in here: a nested event pass inside a qasync coroutine can drop the first step
+    of a task created during it (a panel's start-up task then never runs)."""
+    await asyncio.sleep(0)
     shown_at = time.time()
     await asyncio.wait_for(window.chat_panel.start(), 10)
     await asyncio.sleep(0.3)  # idle a moment: the memory figure is the settled, idle window's
-    app.processEvents()
     _write_startup_report(shown_at)
     if screenshot:
         window.grab().save(screenshot)

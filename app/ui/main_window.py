@@ -27,12 +27,16 @@ from app import __version__
 from app.core.modelfile import Modelfile
 from app.core.settings import Settings, save_settings
 from app.ui.batch_panel import BatchPanel
+from app.ui.bench_panel import BenchPanel
 from app.ui.chat_panel import ChatPanel
 from app.ui.context import AppContext
 from app.ui.dialogs.settings_dialog import SettingsDialog
-from app.ui.info_panel import PANELS, InfoPanel
+from app.ui.discover_panel import DiscoverPanel
+from app.ui.downloads_panel import DownloadsPanel
 from app.ui.log_viewer import LogViewer
 from app.ui.modelfile_panel import ModelfilePanel
+from app.ui.models_panel import ModelsPanel
+from app.ui.monitor_panel import MonitorPanel, monitor_targets
 from app.ui.ollama_models_panel import OllamaModelsPanel
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
@@ -46,6 +50,7 @@ _NAV_ICONS = {
     "Models": QStyle.StandardPixmap.SP_DriveHDIcon,
     "Modelfiles": QStyle.StandardPixmap.SP_FileDialogDetailedView,
     "Batch": QStyle.StandardPixmap.SP_FileDialogListView,
+    "Bench": QStyle.StandardPixmap.SP_MediaSeekForward,
     "Monitor": QStyle.StandardPixmap.SP_ComputerIcon,
 }
 
@@ -64,8 +69,18 @@ class MainWindow(QMainWindow):
         self.modelfile_panel.use_in_chat_requested.connect(self.use_modelfile_in_chat)
         self.ollama_models_panel = OllamaModelsPanel(context, self)
         self.ollama_models_panel.chat_requested.connect(self.chat_with_model)
+        self.models_panel = ModelsPanel(context, self)
+        self.models_panel.load_in_chat_requested.connect(self.chat_with_model)
+        self.models_panel.serve_in_vllm_requested.connect(self.serve_with_vllm)
+        self.downloads_panel = DownloadsPanel(context, self)
+        self.downloads_panel.download_completed.connect(self._download_completed)
+        self.discover_panel = DiscoverPanel(context, self.downloads_panel, self)
         self.vllm_panel = VllmPanel(context, self)
         self.batch_panel = BatchPanel(context, self)
+        self.bench_panel = BenchPanel(context, self)
+        self.monitor_panel = MonitorPanel(context, self, targets=lambda: monitor_targets(context, self.vllm_panel))
+        self.monitor_panel.alerts_changed.connect(self.status.show_alerts)
+        self.monitor_panel.settings_changed_requested.connect(self.apply_setting_changes)
         self._connect_vllm()
         self.status.backend_label.clicked.connect(self.show_engine_menu)
         self._build_central()
@@ -86,11 +101,13 @@ class MainWindow(QMainWindow):
             "Models": self._models_page(),
             "Modelfiles": self.modelfile_panel,
             "Batch": self._batch_page(),
+            "Bench": self.bench_panel,
+            "Monitor": self.monitor_panel,
         }
         for name in _NAV_ICONS:
             item = QListWidgetItem(self.style().standardIcon(_NAV_ICONS[name]), name)
             self.nav.addItem(item)
-            page = built.get(name) or InfoPanel(name, *PANELS[name])
+            page = built[name]
             page.setObjectName(f"{name.lower()}_page")
             self.pages.addWidget(page)
         self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
@@ -104,7 +121,9 @@ class MainWindow(QMainWindow):
 
     def _models_page(self) -> QTabWidget:
         tabs = QTabWidget()
-        tabs.addTab(InfoPanel("Library", *PANELS["Models"]), "Library")
+        tabs.addTab(self.models_panel, "Library")
+        tabs.addTab(self.discover_panel, "Discover")
+        tabs.addTab(self.downloads_panel, "Downloads")
         tabs.addTab(self.ollama_models_panel, "Ollama")
         return tabs
 
@@ -120,10 +139,12 @@ class MainWindow(QMainWindow):
         self.vllm_panel.server_ready.connect(self._vllm_ready)
         self.vllm_panel.server_stopped.connect(self.chat_panel.withdraw_vllm_server)
         self.vllm_panel.server_stopped.connect(self.batch_panel.clear_endpoint)
+        self.vllm_panel.server_stopped.connect(self.bench_panel.clear_vllm_server)
 
     def _vllm_ready(self, base_url: str, served_model: str, api_key: str) -> None:
         self.chat_panel.offer_vllm_server(base_url, served_model, api_key or None)
         self.batch_panel.set_endpoint(base_url, api_key, served_model)
+        self.bench_panel.set_vllm_server(base_url, served_model, api_key)
 
     def apply_setting_changes(self, changes: dict[str, object]) -> None:
         for name, value in changes.items():
@@ -148,6 +169,15 @@ class MainWindow(QMainWindow):
         self.chat_panel.model_bar.select(entry)
         self.chat_panel.load_model(entry)
         self.nav.setCurrentRow(0)
+
+    def serve_with_vllm(self, model_folder: str) -> None:
+        """An HF-format model from the library: put it in the vLLM page's model field and show that page."""
+        self.vllm_panel.form.model.setText(model_folder)
+        row = list(_NAV_ICONS).index("Batch")
+        self.nav.setCurrentRow(row)
+        tabs = self.pages.widget(row)
+        if isinstance(tabs, QTabWidget):
+            tabs.setCurrentWidget(self.vllm_panel)
 
     def _build_log_dock(self) -> None:
         self.log_viewer = LogViewer(self.context.log_buffer)
@@ -196,6 +226,8 @@ class MainWindow(QMainWindow):
         self.chat_panel.settings_changed()
         self.modelfile_panel.settings_changed()
         self.ollama_models_panel.settings_changed()
+        self.models_panel.settings_changed()
+        self.downloads_panel.settings_changed()
         self.vllm_panel.settings_changed()
         spawn(self.save_settings(), "save settings")
 
@@ -236,8 +268,17 @@ class MainWindow(QMainWindow):
         await self.shutdown_panels()
         self.close()
 
+    def _download_completed(self, _local_path: str) -> None:
+        """A download landed: the library shows it."""
+        rescan = getattr(self.models_panel, "rescan", None)
+        if rescan is not None:
+            rescan()
+
     async def shutdown_panels(self) -> None:
         """Stop what the panels run: a batch, a managed vLLM server, the chat engines and the history."""
+        await self.monitor_panel.shutdown()
         await self.batch_panel.shutdown()
+        await self.bench_panel.shutdown()
         await self.vllm_panel.shutdown()
+        await self.downloads_panel.shutdown()
         await self.chat_panel.shutdown()

@@ -23,6 +23,17 @@ class AppStatusBar(QStatusBar):
             label.setContentsMargins(6, 0, 6, 0)
             self.addPermanentWidget(label)
         self.context_label.setToolTip("Tokens in the context (KV cells used) / context size (n_ctx)")
+        self.alert_label = QLabel()  # monitor alerts (KV full, preemptions, VRAM, memory left after unload)
+        self.alert_label.setObjectName("status_alerts")
+        self.alert_label.setContentsMargins(6, 0, 6, 0)
+        self.alert_label.hide()
+        self.addPermanentWidget(self.alert_label)
+
+    def show_alerts(self, messages: list[str]) -> None:
+        """The monitor's alerts: a count here, the messages in the tooltip; hidden when there are none."""
+        self.alert_label.setVisible(bool(messages))
+        self.alert_label.setText(f"⚠ {len(messages)} alert{'s' if len(messages) != 1 else ''}" if messages else "")
+        self.alert_label.setToolTip("\n".join(messages) + ("\nDetails on the Monitor page." if messages else ""))
 
     def show_state(self, state: BackendState, kind: str = "llamacpp") -> None:
         self.backend_label.setText(f"{ENGINE_NAMES.get(kind, kind)}: {state.kind}")

@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import logging
 
-from PySide6.QtWidgets import QLabel
-
-from app.ui.info_panel import PANELS
 from tests.ui.conftest import until
 
 
@@ -15,14 +12,11 @@ def test_navigation_shows_every_panel(qloop, make_window):
     async def scenario():
         window = await make_window()
         names = [window.nav.item(i).text() for i in range(window.nav.count())]
-        assert names == ["Chat", "Models", "Modelfiles", "Batch", "Monitor"]
+        assert names == ["Chat", "Models", "Modelfiles", "Batch", "Bench", "Monitor"]
         for row, name in enumerate(names):
             window.nav.setCurrentRow(row)
             page = window.pages.currentWidget()
             assert page.objectName() == f"{name.lower()}_page"
-            if name in PANELS:
-                shown = "".join(label.text() for label in page.findChildren(QLabel))
-                assert PANELS[name][0] in shown and PANELS[name][1][0] in shown
 
     qloop.run_until_complete(scenario())
 

@@ -115,6 +115,7 @@ class SettingsDialog(QDialog):
         tabs.addTab(self._sampling_page(settings.sampling), "Sampling defaults")
         tabs.addTab(self._prompt_page(settings.system_prompt), "System prompt")
         tabs.addTab(self._logging_page(settings.log_level), "Logging")
+        tabs.addTab(self._downloads_page(settings), "Downloads")
         self.tabs = tabs
 
         self.problems_icon = QLabel()
@@ -254,6 +255,20 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.system_prompt, 1)
         return page
 
+    def _downloads_page(self, settings: Settings) -> QWidget:
+        page = QWidget()
+        form = QFormLayout(page)
+        self.download_dir = QLineEdit(settings.download_dir)
+        self.download_dir.setPlaceholderText("empty: the Hugging Face cache (HF_HUB_CACHE)")
+        self.download_dir.setToolTip("Models downloaded from the Hub land here, as <folder>/<owner>/<repo>/<file>.")
+        form.addRow("Download folder:", self.download_dir)
+        self.hf_token = QLineEdit(settings.hf_token)
+        self.hf_token.setEchoMode(QLineEdit.EchoMode.Password)
+        self.hf_token.setPlaceholderText("empty: huggingface_hub's own token (HF_TOKEN or `hf auth login`)")
+        self.hf_token.setToolTip("Needed for gated models (accept the license on the Hub page first). Never logged.")
+        form.addRow("Hugging Face token:", self.hf_token)
+        return page
+
     def _logging_page(self, log_level: str) -> QWidget:
         page = QWidget()
         form = QFormLayout(page)
@@ -332,6 +347,8 @@ class SettingsDialog(QDialog):
             recent_models=list(self._original.recent_models),
             log_level=self.log_level.currentText(),
             ollama_host=self.ollama_host.text().strip(),
+            download_dir=self.download_dir.text().strip(),
+            hf_token=self.hf_token.text().strip(),
         )
 
     def problems(self) -> list[str]:

@@ -1,0 +1,111 @@
+"""Monitor alerts from two consecutive snapshots; pure, so the panel, the status bar and tests share them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.monitor_snapshot import MonitorSnapshot, format_bytes
+
+
+@dataclass(frozen=True)
+class AlertThresholds:
+    kv_usage_fraction: float = 0.90
+    vram_used_fraction: float = 0.95
+    leftover_gpu_bytes: int = 1024**3  # above a CUDA context (~0.3–0.6 GiB): flagged after unload
+    leftover_rss_bytes: int = 1024 * 1024 * 1024  # the same for host memory when NVML cannot tell
+
+
+@dataclass(frozen=True)
+class Alert:
+    key: str  # stable id, e.g. "kv:vllm"
+    level: str  # "warning" | "critical"
+    message: str
+
+
+def evaluate_alerts(
+    previous: MonitorSnapshot | None,
+    current: MonitorSnapshot,
+    thresholds: AlertThresholds | None = None,
+) -> tuple[Alert, ...]:
+    """The alerts that hold for ``current``; ``previous`` (one sample earlier) tells what is rising."""
+    limits = thresholds or AlertThresholds()
+    return (
+        *_kv_alerts(current, limits),
+        *_preemption_alerts(previous, current),
+        *_vram_alerts(current, limits),
+        *_leftover_alerts(current, limits),
+    )
+
+
+def _kv_alerts(snapshot: MonitorSnapshot, limits: AlertThresholds) -> list[Alert]:
+    alerts = []
+    for engine in snapshot.engines:
+        usage = engine.kv.usage_fraction if engine.kv else None
+        if usage is not None and usage >= limits.kv_usage_fraction:
+            alerts.append(
+                Alert(
+                    f"kv:{engine.kind}",
+                    "critical" if usage >= 0.99 else "warning",
+                    f"{engine.label}: KV cache {usage:.0%} full (alert at {limits.kv_usage_fraction:.0%}). "
+                    "New requests will wait or be preempted; lower the load or raise the KV cache size.",
+                )
+            )
+    return alerts
+
+
+def _preemption_alerts(previous: MonitorSnapshot | None, current: MonitorSnapshot) -> list[Alert]:
+    if previous is None:
+        return []
+    before = {e.kind: e.kv.preemptions_total for e in previous.engines if e.kv}
+    alerts = []
+    for engine in current.engines:
+        now = engine.kv.preemptions_total if engine.kv else None
+        then = before.get(engine.kind)
+        if now is not None and then is not None and now > then:
+            alerts.append(
+                Alert(
+                    f"preemptions:{engine.kind}",
+                    "warning",
+                    f"{engine.label}: {now - then} request(s) preempted since the last sample "
+                    "(the KV cache ran out; work is being recomputed).",
+                )
+            )
+    return alerts
+
+
+def _vram_alerts(snapshot: MonitorSnapshot, limits: AlertThresholds) -> list[Alert]:
+    alerts = []
+    for gpu in snapshot.gpus:
+        used, total = gpu.memory_used_bytes, gpu.memory_total_bytes
+        if used is None or not total:
+            continue
+        if used / total >= limits.vram_used_fraction:
+            alerts.append(
+                Alert(
+                    f"vram:{gpu.index}",
+                    "critical",
+                    f"GPU {gpu.index} ({gpu.name}): VRAM nearly full, {format_bytes(used)} of "
+                    f"{format_bytes(total)} used. Loading more layers or a longer context will fail.",
+                )
+            )
+    return alerts
+
+
+def _leftover_alerts(snapshot: MonitorSnapshot, limits: AlertThresholds) -> list[Alert]:
+    alerts = []
+    for engine in snapshot.engines:
+        if engine.loaded or not engine.pids:
+            continue
+        gpu = engine.gpu_bytes or 0
+        rss = engine.rss_bytes or 0
+        if gpu > limits.leftover_gpu_bytes or (engine.gpu_bytes is None and rss > limits.leftover_rss_bytes):
+            held = format_bytes(gpu) + " of VRAM" if gpu else format_bytes(rss) + " of RAM"
+            alerts.append(
+                Alert(
+                    f"leftover:{engine.kind}",
+                    "warning",
+                    f"{engine.label}: no model is loaded but its process (pid {engine.pids[0]}) still holds "
+                    f"{held}. Stop the engine to free it.",
+                )
+            )
+    return alerts

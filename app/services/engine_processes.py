@@ -1,0 +1,113 @@
+"""Which processes are our engines, how much memory they hold, and which GPU processes are theirs.
+
+An engine is named by its root PID (the llama.cpp worker, the vLLM server); its children (vLLM's engine
+core and workers) belong to it too. The process tree is re-read every few seconds, not every sample, to keep
+the monitor cheap.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from app.backends.base import KvUsage
+from app.core.monitor_snapshot import GpuReading, ProcessRow
+
+TREE_REFRESH_S = 5.0
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """What the sampler should watch for one engine. ``metrics_url`` is a vLLM server's base URL."""
+
+    kind: str  # "llamacpp" | "vllm"
+    label: str
+    loaded: bool
+    root_pid: int | None = None
+    kv: KvUsage | None = None  # llama.cpp: the cells its last reply left
+    metrics_url: str | None = None
+
+
+class ProcessTrees:
+    """Root PID → the PIDs of it and its descendants, cached for ``refresh_s``."""
+
+    def __init__(self, refresh_s: float = TREE_REFRESH_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._cache: dict[int, tuple[float, tuple[int, ...]]] = {}
+
+    def pids(self, root_pid: int) -> tuple[int, ...]:
+        """The root and its descendants; () when the root is gone."""
+        now = self._clock()
+        cached = self._cache.get(root_pid)
+        if cached is not None and now - cached[0] < self._refresh_s:
+            return cached[1]
+        pids = _tree(root_pid)
+        self._cache[root_pid] = (now, pids)
+        return pids
+
+    def forget_except(self, roots: Iterable[int]) -> None:
+        keep = set(roots)
+        for root in [r for r in self._cache if r not in keep]:
+            del self._cache[root]
+
+
+def _tree(root_pid: int) -> tuple[int, ...]:
+    try:
+        root = psutil.Process(root_pid)
+        children = root.children(recursive=True)
+    except (psutil.Error, OSError):
+        return ()
+    return (root_pid, *sorted(c.pid for c in children))
+
+
+def rss_bytes(pids: Iterable[int]) -> int | None:
+    """Resident memory summed over the processes still alive; None when none could be read."""
+    total, seen = 0, False
+    for pid in pids:
+        try:
+            total += int(psutil.Process(pid).memory_info().rss)
+            seen = True
+        except (psutil.Error, OSError):
+            continue
+    return total if seen else None
+
+
+def attribute_gpu_processes(
+    gpus: Iterable[GpuReading], engine_pids: Mapping[str, Iterable[int]]
+) -> tuple[tuple[ProcessRow, ...], dict[str, int | None]]:
+    """Rows for every GPU process (tagged with its engine or None) and each engine's GPU bytes.
+
+    An engine's figure is None when it has no GPU process or the driver gives no per-process figure.
+    """
+    owner = {pid: kind for kind, pids in engine_pids.items() for pid in pids}
+    rows: list[ProcessRow] = []
+    per_engine: dict[str, int | None] = {kind: None for kind in engine_pids}
+    for gpu in gpus:
+        for proc in gpu.processes:
+            kind = owner.get(proc.pid)
+            rows.append(ProcessRow(gpu.index, proc.pid, proc.name, proc.used_bytes, kind))
+            if kind is not None and proc.used_bytes is not None:
+                per_engine[kind] = (per_engine[kind] or 0) + proc.used_bytes
+    return tuple(rows), per_engine
+
+
+def llamacpp_target(backend: Any) -> EngineTarget | None:
+    """The llama.cpp engine as the sampler sees it (worker PID, model, KV cells); None when no worker runs."""
+    pid = getattr(backend, "worker_pid", None)
+    model = getattr(backend, "model", None)
+    if pid is None and model is None:
+        return None
+    label = f"llama.cpp: {model.name}" if model is not None else "llama.cpp worker (no model)"
+    return EngineTarget("llamacpp", label, model is not None, pid, backend.kv_usage())
+
+
+def vllm_target(
+    base_url: str, *, pid: int | None = None, label: str | None = None, loaded: bool = True
+) -> EngineTarget:
+    """A vLLM server by address (its KV figures come from ``/metrics``) and, when we started it, its PID."""
+    return EngineTarget("vllm", label or f"vLLM at {base_url}", loaded, pid, None, base_url)

@@ -1,0 +1,52 @@
+"""How a frozen bundle starts its subprocesses: the llama.cpp worker through the bundle's own executable, and
+the vLLM venv through a system python3 (the bundle has no interpreter to run ``-m``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from app.backends.llamacpp import protocol
+from app.backends.llamacpp.process import FROZEN_WORKER_FLAG, worker_command
+
+
+def test_worker_command_uses_python_dash_m_from_source():
+    assert worker_command() == [sys.executable, "-m", protocol.WORKER_MODULE]
+    assert worker_command("/opt/py/bin/python") == ["/opt/py/bin/python", "-m", protocol.WORKER_MODULE]
+
+
+def test_worker_command_uses_the_bundle_executable_when_frozen(monkeypatch):
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", "/opt/llm-workstation/llm-workstation")
+    assert worker_command() == ["/opt/llm-workstation/llm-workstation", FROZEN_WORKER_FLAG]
+    assert worker_command("/usr/bin/python3")[1:] == ["-m", protocol.WORKER_MODULE]  # an explicit one wins
+
+
+def test_entry_point_starts_the_worker_on_the_flag():
+    """``python -m app --llamacpp-worker`` is the worker (as the bundle's executable is): hello, then shutdown."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", FROZEN_WORKER_FLAG],
+        input=protocol.encode({"op": "shutdown"}),
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    first = json.loads(proc.stdout.splitlines()[0])
+    assert first["event"] == "hello" and isinstance(first["pid"], int)
+
+
+def test_vllm_install_uses_system_python_when_frozen(monkeypatch, tmp_path):
+    from app.services import vllm_env
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    python3 = tmp_path / "python3"
+    python3.write_text("#!/bin/sh\n")
+    python3.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert vllm_env._base_python() == str(python3)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(vllm_env.VllmInstallError, match="install python3"):
+        vllm_env._base_python()

@@ -1,0 +1,205 @@
+"""HubService with the real huggingface_hub client against the local Hub server (tests/hf_server.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.gguf_header import GgufFileError
+from app.services import hub as hub_module
+from app.services.hub import HubError, HubService, resolve_token
+from tests.hf_server import HubServer, Repo, random_bytes, use_hub
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    with HubServer() as server:
+        use_hub(server, monkeypatch, tmp_path)
+        server.add(
+            Repo(
+                "TheOrg/Tiny-GGUF",
+                {
+                    "tiny-Q4_K_M.gguf": random_bytes(3000, 1),
+                    "tiny-Q8_0-00001-of-00002.gguf": random_bytes(4000, 2),
+                    "tiny-Q8_0-00002-of-00002.gguf": random_bytes(1000, 3),
+                    "mmproj-tiny-F16.gguf": random_bytes(500, 4),
+                    "README.md": b"---\nlicense: mit\n---\n# Tiny\nA card.\n",
+                },
+                tags=["gguf", "license:mit"],
+                downloads=10,
+                likes=1,
+                license="mit",
+            )
+        )
+        server.add(
+            Repo(
+                "TheOrg/Tiny-HF",
+                {
+                    "config.json": b"{}",
+                    "tokenizer.json": b"{}",
+                    "model.safetensors": random_bytes(2000, 5),
+                    "pytorch_model.bin": random_bytes(2000, 6),
+                    "original/consolidated.pth": b"x",
+                },
+                tags=["safetensors"],
+                downloads=50,
+                likes=7,
+                last_modified="2026-06-01T00:00:00.000Z",
+            )
+        )
+        server.add(Repo("Other/Tiny-AWQ", {"model.safetensors": b"y" * 10}, tags=["safetensors", "awq"], downloads=5))
+        server.add(Repo("Gated/Model", {"model.gguf": b"z" * 10}, gated=True, tags=["gguf"]))
+        yield server
+
+
+def test_search_filters_sorts_and_limits(hub):
+    service = HubService()
+    assert [r.id for r in service.search("tiny")] == ["TheOrg/Tiny-HF", "TheOrg/Tiny-GGUF", "Other/Tiny-AWQ"]
+    assert [r.id for r in service.search("tiny", fmt="gguf")] == ["TheOrg/Tiny-GGUF"]
+    assert [r.id for r in service.search("", fmt="awq")] == ["Other/Tiny-AWQ"]
+    assert [r.id for r in service.search("tiny", sort="likes", limit=1)] == ["TheOrg/Tiny-HF"]
+    recent = service.search("theorg", sort="recent")
+    assert recent[0].id == "TheOrg/Tiny-HF" and recent[0].last_modified.startswith("2026-06-01")
+    gated = service.search("gated")[0]
+    assert gated.gated == "manual" and gated.to_dict()["id"] == "Gated/Model"
+
+
+def test_search_rejects_unknown_filter_and_sort(hub):
+    with pytest.raises(HubError, match="Unknown format filter 'onnx'"):
+        HubService().search("x", fmt="onnx")
+    with pytest.raises(HubError, match="Unknown sort"):
+        HubService().search("x", sort="size")
+
+
+def test_repo_detail_lists_sizes_hashes_license_card_and_groups_quants(hub):
+    detail = HubService().repo_detail("TheOrg/Tiny-GGUF")
+    assert detail.commit == hub.repos["TheOrg/Tiny-GGUF"].commit
+    q4 = detail.file("tiny-Q4_K_M.gguf")
+    assert q4 is not None and q4.size_bytes == 3000
+    assert q4.sha256 == hub.repos["TheOrg/Tiny-GGUF"].sibling("tiny-Q4_K_M.gguf")["lfs"]["sha256"]
+    assert detail.file("README.md").sha256 is None  # a small git file has no LFS hash
+    assert detail.license == "mit" and detail.gated is False
+    assert detail.card_text == "# Tiny\nA card."
+    assert [(c.quant, c.size_bytes, c.is_projector) for c in detail.candidates] == [
+        ("Q4_K_M", 3000, False),
+        ("Q8_0", 5000, False),
+        ("F16", 500, True),
+    ]
+    assert detail.to_dict()["gguf"][1]["files"] == ["tiny-Q8_0-00001-of-00002.gguf", "tiny-Q8_0-00002-of-00002.gguf"]
+
+
+def test_plan_download_by_quant_shard_file_and_hf_folder(hub):
+    service = HubService()
+    gguf = service.repo_detail("TheOrg/Tiny-GGUF", with_card=False)
+    assert [f.path for f in service.plan_download(gguf, quant="q8_0").files] == [
+        "tiny-Q8_0-00001-of-00002.gguf",
+        "tiny-Q8_0-00002-of-00002.gguf",
+    ]
+    # asking for one shard brings the whole split file
+    job = service.plan_download(gguf, files=["tiny-Q8_0-00002-of-00002.gguf"], target_dir="/models")
+    assert len(job.files) == 2 and job.target_dir == "/models" and job.commit == gguf.commit
+    single = service.plan_download(gguf, files=["tiny-Q4_K_M.gguf"]).files[0]
+    assert single.sha256 == gguf.file("tiny-Q4_K_M.gguf").sha256 and single.size_bytes == 3000
+    folder = service.plan_download(service.repo_detail("TheOrg/Tiny-HF"))
+    assert sorted(f.path for f in folder.files) == ["config.json", "model.safetensors", "tokenizer.json"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"quant": "Q2_K"}, r"no GGUF file has quantization Q2_K \(available: Q4_K_M, Q8_0\)"),
+        ({}, r"Choose a file or a quantization in TheOrg/Tiny-GGUF \(available: Q4_K_M, Q8_0\)"),
+        ({"files": ["nope.gguf"]}, r"has no file 'nope.gguf'; `hub files TheOrg/Tiny-GGUF` lists them"),
+    ],
+)
+def test_plan_download_bad_choices_say_what_exists(hub, kwargs, message):
+    detail = HubService().repo_detail("TheOrg/Tiny-GGUF", with_card=False)
+    with pytest.raises(HubError, match=message) as caught:
+        HubService().plan_download(detail, **kwargs)
+    assert caught.value.kind == "bad_input"
+
+
+def test_unknown_repo_and_unreachable_hub_are_clear(hub, monkeypatch):
+    with pytest.raises(HubError, match="Nobody/Nothing was not found") as caught:
+        HubService().repo_detail("Nobody/Nothing")
+    assert caught.value.kind == "not_found"
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # read at call time, not at import
+    with pytest.raises(HubError, match=r"Cannot reach the Hub at http://127.0.0.1:9") as caught:
+        HubService().repo_detail("TheOrg/Tiny-GGUF")  # (search retries 5 times inside huggingface_hub: ~23 s)
+    assert caught.value.kind == "network"
+
+
+def test_remote_gguf_header_grows_its_range_prefix(hub, tiny_gguf, monkeypatch):
+    data = tiny_gguf.read_bytes()
+    hub.add(Repo("TheOrg/Real-GGUF", {"tiny-F16.gguf": data}, tags=["gguf"]))
+    monkeypatch.setattr(hub_module, "HEADER_PREFIX_BYTES", 1024)  # far below the tokenizer's size
+    service = HubService()
+    detail = service.repo_detail("TheOrg/Real-GGUF")
+    header = service.remote_header(detail, detail.candidates[0])
+    assert header.architecture == "llama" and header.block_count == 2
+    gets = [e for e in hub.log if e.path == "tiny-F16.gguf"]
+    assert len(gets) >= 2 and gets[0].sent_bytes == 1024 and gets[-1].sent_bytes > 1024
+    assert sum(e.sent_bytes for e in gets) < len(data)  # never the whole file
+
+
+def test_remote_header_of_a_non_gguf_is_a_clear_error(hub):
+    service = HubService()
+    detail = service.repo_detail("TheOrg/Tiny-GGUF", with_card=False)
+    with pytest.raises(GgufFileError):
+        service.remote_header(detail, detail.candidates[0])
+
+
+def test_token_from_settings_else_huggingface_hub_store(hub, monkeypatch):
+    assert resolve_token("") is None
+    assert resolve_token("  hf_abc  ") == "hf_abc"
+    monkeypatch.setenv("HF_TOKEN", "hf_fromenvironment")
+    assert resolve_token("") == "hf_fromenvironment"
+
+
+def test_remote_estimate_and_verdict_match_the_local_file(hub, tiny_gguf):
+    from app.core.fits import MachineMemory, fit_verdict
+    from app.core.gguf_header import read_gguf_header
+    from app.core.memory_estimate import EstimateSettings, estimate_memory
+
+    hub.add(Repo("TheOrg/Real-GGUF", {"tiny-F16.gguf": tiny_gguf.read_bytes()}, tags=["gguf"]))
+    service = HubService()
+    detail = service.repo_detail("TheOrg/Real-GGUF", with_card=False)
+    settings = EstimateSettings(n_ctx=1024)
+    machine = MachineMemory((), (), (), 8 << 30, 4 << 30, "no NVIDIA GPU")
+    estimate, verdict = service.estimate(detail, detail.candidates[0], settings, machine)
+    local = read_gguf_header(tiny_gguf)
+    assert estimate == estimate_memory(local, settings)
+    assert verdict == fit_verdict(local, settings, machine) and verdict.state == "fits"
+    tiny_machine = MachineMemory((), (), (), 1 << 20, 1 << 10, "no NVIDIA GPU")
+    assert service.estimate(detail, detail.candidates[0], settings, tiny_machine)[1].state == "wont_fit"
+
+
+def test_a_split_gguf_is_one_candidate_whose_estimate_counts_every_shard(hub, tmp_path, monkeypatch):
+    import functools
+
+    import gguf
+
+    from app.core.fits import MachineMemory
+    from app.core.gguf_header import read_gguf_header
+    from app.core.memory_estimate import EstimateSettings, estimate_memory
+    from tests.gguf_factory import write_tiny_gguf
+
+    for folder in ("whole", "split"):
+        (tmp_path / folder).mkdir()
+    whole = write_tiny_gguf(tmp_path / "whole" / "tiny-Q8_0.gguf")
+    monkeypatch.setattr(gguf, "GGUFWriter", functools.partial(gguf.GGUFWriter, split_max_tensors=8))
+    write_tiny_gguf(tmp_path / "split" / "tiny-Q8_0.gguf")  # gguf-split naming: -0000N-of-00003.gguf
+    shards = {p.name: p.read_bytes() for p in sorted((tmp_path / "split").iterdir())}
+    assert len(shards) == 3
+    hub.add(Repo("TheOrg/Split-GGUF", shards, tags=["gguf"]))
+    service = HubService()
+    detail = service.repo_detail("TheOrg/Split-GGUF", with_card=False)
+    [candidate] = detail.candidates
+    assert candidate.quant == "Q8_0" and candidate.shard_count == 3 and candidate.complete
+    settings = EstimateSettings(n_ctx=512)
+    machine = MachineMemory((), (), (), 8 << 30, 4 << 30, "no NVIDIA GPU")
+    estimate, _verdict = service.estimate(detail, candidate, settings, machine)
+    assert estimate.weights_bytes == estimate_memory(read_gguf_header(whole), settings).weights_bytes
+    assert (
+        estimate.weights_bytes
+        > estimate_memory(read_gguf_header(tmp_path / "split" / next(iter(shards))), settings).weights_bytes
+    )

@@ -1,0 +1,341 @@
+"""The model library over real generated GGUFs, a fake HF cache and Ollama store laid out like the real ones."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.services import library as library_module
+from app.services.library import LibraryError, LibraryRoots, ModelLibrary
+from tests.gguf_factory import write_tiny_gguf
+
+
+def tiny_parameter_count(path: Path) -> int:
+    from app.core.gguf_header import read_gguf_header
+
+    total = 0
+    for tensor in read_gguf_header(path).tensors:
+        total += int(np.prod(tensor.shape))
+    return total
+
+
+def write_hf_folder(folder: Path, *, hidden: int = 32, layers: int = 2) -> int:
+    """A small HF-format model folder (config.json + safetensors); returns its parameter count."""
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "max_position_embeddings": 4096,
+        "torch_dtype": "float16",
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    tensors = {"embed.weight": np.zeros((100, hidden), dtype=np.float16)}
+    for i in range(layers):
+        tensors[f"layers.{i}.weight"] = np.zeros((hidden, hidden), dtype=np.float16)
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return sum(int(t.size) for t in tensors.values())
+
+
+def add_hf_cache_file(hub: Path, repo_id: str, relative: str, source: Path, revisions: tuple[str, ...]) -> Path:
+    """Put ``source`` into an HF cache like huggingface_hub does: one blob, a symlink per snapshot."""
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    data = source.read_bytes()
+    blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    blob.write_bytes(data)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(revisions[0])
+    link = None
+    for revision in revisions:
+        link = repo / "snapshots" / revision / relative
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    assert link is not None
+    return repo / "snapshots" / revisions[0] / relative
+
+
+def add_ollama_model(store: Path, name: str, tag: str, source: Path | None, manifest: str | None = None) -> Path:
+    digest = hashlib.sha256(source.read_bytes()).hexdigest() if source else "0" * 64
+    if source is not None:
+        (store / "blobs").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, store / "blobs" / f"sha256-{digest}")
+    path = store / "manifests" / "registry.ollama.ai" / "library" / name / tag
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if manifest is None:
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "layers": [
+                    {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "1" * 64, "size": 3},
+                    {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}", "size": 9},
+                ],
+            }
+        )
+    path.write_text(manifest)
+    return path
+
+
+@pytest.fixture
+def layout(tmp_path, tiny_gguf, truncated_gguf, not_a_gguf):
+    models = tmp_path / "models"
+    (models / "sub").mkdir(parents=True)
+    shutil.copyfile(tiny_gguf, models / "tiny.gguf")
+    write_tiny_gguf(models / "sub" / "long.gguf", context_length=8192, name="long-one")
+    shutil.copyfile(truncated_gguf, models / "truncated.gguf")
+    shutil.copyfile(not_a_gguf, models / "text.gguf")
+    hf_params = write_hf_folder(models / "my-hf-model")
+    hub = tmp_path / "hub"
+    hf_link = add_hf_cache_file(hub, "org/tiny-GGUF", "tiny-f16.gguf", tiny_gguf, ("bbbb", "aaaa"))
+    write_hf_folder(tmp_path / "hf-src")
+    for name in ("config.json", "model.safetensors"):
+        add_hf_cache_file(hub, "org/tiny-hf", name, tmp_path / "hf-src" / name, ("cccc",))
+    ollama = tmp_path / "ollama"
+    add_ollama_model(ollama, "tiny", "latest", tiny_gguf)
+    add_ollama_model(ollama, "broken", "latest", None, manifest="{not json")
+    add_ollama_model(ollama, "nolayer", "7b", None, manifest=json.dumps({"layers": []}))
+    add_ollama_model(ollama, "gone", "latest", None)  # the blob it names is missing
+    roots = LibraryRoots((models,), hub, ollama)
+    return {"roots": roots, "models": models, "hub": hub, "ollama": ollama, "hf_link": hf_link, "hf_params": hf_params}
+
+
+def _by_name(scan):
+    return {e.name: e for e in scan.entries}
+
+
+def test_scan_lists_folders_hf_cache_and_ollama(layout, tiny_gguf, tmp_path):
+    scan = ModelLibrary(layout["roots"], tmp_path / "cache.json").scan()
+    entries = _by_name(scan)
+    tiny = entries["tiny-test-model"]
+    assert (tiny.kind, tiny.source, tiny.backend) == ("gguf", "folder", "llama.cpp")
+    assert (tiny.architecture, tiny.quantization, tiny.context_length) == ("llama", "F16", 2048)
+    assert tiny.parameter_count == tiny_parameter_count(tiny_gguf)
+    assert tiny.size_bytes == tiny_gguf.stat().st_size
+    assert entries["long-one"].context_length == 8192
+    # the HF cache: repo id and file name, one entry although two snapshots link the blob
+    cached = [e for e in scan.entries if e.source == "hf-cache" and e.kind == "gguf"]
+    assert [(e.name, e.repo_id) for e in cached] == [("org/tiny-GGUF/tiny-f16.gguf", "org/tiny-GGUF")]
+    assert "/snapshots/bbbb/" in cached[0].path  # the snapshot refs/main points at
+    # HF-format folders, in the model folder and in the cache: vLLM, parameters from the safetensors header
+    hf = entries["my-hf-model"]
+    assert (hf.kind, hf.backend, hf.architecture) == ("hf", "vLLM", "LlamaForCausalLM")
+    assert (hf.parameter_count, hf.context_length, hf.quantization) == (layout["hf_params"], 4096, "float16")
+    assert entries["org/tiny-hf"].source == "hf-cache" and entries["org/tiny-hf"].kind == "hf"
+    # Ollama: name:tag, the blob is the GGUF
+    ollama = entries["tiny:latest"]
+    assert (ollama.source, ollama.architecture, ollama.error) == ("ollama", "llama", None)
+    assert Path(ollama.path).name.startswith("sha256-")
+    assert scan.problems == []
+
+
+def test_broken_files_and_manifests_are_listed_with_their_error(layout, tmp_path):
+    entries = _by_name(ModelLibrary(layout["roots"]).scan())
+    assert "truncated" in entries["truncated.gguf"].error and "download it again" in entries["truncated.gguf"].error
+    assert "not a GGUF" in entries["text.gguf"].error
+    assert "unreadable" in entries["broken:latest"].error and "ollama pull" in entries["broken:latest"].error
+    assert "no model layer" in entries["nolayer:7b"].error
+    assert "missing" in entries["gone:latest"].error
+    assert entries["tiny-test-model"].error is None
+
+
+def test_cached_rescan_opens_no_model_file(layout, tmp_path, monkeypatch):
+    cache_file = tmp_path / "cache.json"
+    first = ModelLibrary(layout["roots"], cache_file).scan()
+    assert first.headers_read >= 8
+    opened: list[str] = []
+    real_open = io.open
+
+    def recording_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", recording_open)
+    second = ModelLibrary(layout["roots"], cache_file).scan()  # a new instance: the cache came from disk
+    monkeypatch.undo()
+    assert second.headers_read == 0 and second.cache_hits == first.headers_read
+    assert [p for p in opened if p.endswith((".gguf", ".safetensors")) or "sha256-" in p] == []
+    assert opened, "the recorder saw nothing: the cache file itself must have been opened"
+    assert sorted(e.to_dict().items() for e in second.entries) == sorted(e.to_dict().items() for e in first.entries)
+
+
+def test_changed_file_is_read_again_and_a_damaged_cache_is_rebuilt(layout, tmp_path):
+    cache_file = tmp_path / "cache.json"
+    library = ModelLibrary(layout["roots"], cache_file)
+    library.scan()
+    write_tiny_gguf(layout["models"] / "tiny.gguf", context_length=1024, name="tiny-test-model")
+    scan = library.scan()
+    assert scan.headers_read == 1
+    assert _by_name(scan)["tiny-test-model"].context_length == 1024
+    cache_file.write_text("{damaged")
+    rebuilt = ModelLibrary(layout["roots"], cache_file).scan()
+    assert _by_name(rebuilt)["tiny-test-model"].context_length == 1024
+    assert json.loads(cache_file.read_text())["version"] == 1
+
+
+def test_unreadable_folder_is_reported_and_the_rest_indexed(layout, monkeypatch):
+    locked = layout["models"] / "sub"
+    locked.chmod(0)
+    try:
+        if os.geteuid() == 0:  # root reads through chmod 000: make scandir fail as it does for a normal user
+            real_scandir = os.scandir
+
+            def scandir(path):
+                if Path(path) == locked:
+                    raise PermissionError(13, "Permission denied", str(path))
+                return real_scandir(path)
+
+            monkeypatch.setattr(os, "scandir", scandir)
+        scan = ModelLibrary(layout["roots"]).scan()
+    finally:
+        locked.chmod(0o755)
+    names = _by_name(scan)
+    assert "long-one" not in names and "tiny-test-model" in names
+    assert scan.problems == [f"Cannot read {locked}: permission denied. Check its permissions or remove it."]
+
+
+def test_symlink_loops_end_and_each_file_is_listed_once(layout):
+    models = layout["models"]
+    (models / "sub" / "loop").symlink_to(models, target_is_directory=True)
+    (models / "self").symlink_to("self")  # a link to itself
+    (models / "again.gguf").symlink_to(models / "tiny.gguf")
+    scan = ModelLibrary(LibraryRoots((models,))).scan()
+    names = [e.name for e in scan.entries]
+    assert names.count("tiny-test-model") == 1 and names.count("long-one") == 1
+
+
+def test_file_that_vanishes_during_the_scan_is_dropped(layout, monkeypatch):
+    real = library_module.gguf_summary
+
+    def vanishing(path):
+        if path.name == "tiny.gguf":
+            path.unlink()
+        return real(path)
+
+    monkeypatch.setattr(library_module, "gguf_summary", vanishing)
+    names = _by_name(ModelLibrary(LibraryRoots((layout["models"],))).scan())
+    assert "tiny-test-model" not in names and "long-one" in names
+
+
+def test_file_that_changes_during_the_scan_is_read_again(layout, monkeypatch):
+    real = library_module.gguf_summary
+    calls: list[str] = []
+
+    def changing(path):
+        calls.append(path.name)
+        if path.name == "tiny.gguf" and calls.count("tiny.gguf") == 1:
+            result = real(path)
+            write_tiny_gguf(path, context_length=512, name="tiny-test-model")  # a download finishing under us
+            os.utime(path, ns=(1, 1))
+            return result
+        return real(path)
+
+    monkeypatch.setattr(library_module, "gguf_summary", changing)
+    entry = _by_name(ModelLibrary(LibraryRoots((layout["models"],))).scan())["tiny-test-model"]
+    assert calls.count("tiny.gguf") == 2 and entry.context_length == 512
+
+
+def test_delete_inside_the_library(layout):
+    library = ModelLibrary(layout["roots"])
+    target = layout["models"] / "tiny.gguf"
+    assert library.delete(target) == [target]
+    assert not target.exists()
+
+
+def test_delete_hf_snapshot_link_takes_the_blob(layout):
+    link = layout["hf_link"]
+    blob = link.resolve()
+    other = link.parent.parent / "aaaa" / link.name
+    removed = ModelLibrary(layout["roots"]).delete(link)
+    assert not os.path.lexists(link) and not blob.exists() and not os.path.lexists(other)
+    assert blob in removed
+    assert all(e.repo_id != "org/tiny-GGUF" for e in ModelLibrary(layout["roots"]).scan().entries)
+
+
+def test_delete_refuses_outside_the_roots_and_ollama(layout, tmp_path):
+    library = ModelLibrary(layout["roots"])
+    outside = tmp_path / "elsewhere.gguf"
+    outside.write_text("x")
+    with pytest.raises(LibraryError, match="not inside the library's folders"):
+        library.delete(outside)
+    with pytest.raises(LibraryError, match="not inside"):
+        library.delete(layout["models"] / ".." / "elsewhere.gguf")  # a path that only looks inside
+    escape = layout["models"] / "escape"
+    escape.symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(LibraryError, match="not inside"):
+        library.delete(escape / "elsewhere.gguf")  # a folder link out of the root
+    with pytest.raises(LibraryError, match="not inside"):
+        library.delete(layout["models"])  # the root itself
+    assert outside.exists() and layout["models"].is_dir()
+    blob = _by_name(library.scan())["tiny:latest"].path
+    with pytest.raises(LibraryError, match="ollama rm"):
+        library.delete(blob)
+    assert Path(blob).exists()
+    with pytest.raises(LibraryError, match="no longer exists"):
+        library.delete(layout["models"] / "never-was.gguf")
+
+
+def test_link_inside_a_root_is_removed_but_not_its_target(layout, tmp_path):
+    outside = tmp_path / "keep.gguf"
+    shutil.copyfile(layout["models"] / "tiny.gguf", outside)
+    link = layout["models"] / "linked.gguf"
+    link.symlink_to(outside)
+    ModelLibrary(layout["roots"]).delete(link)
+    assert not os.path.lexists(link) and outside.exists()
+
+
+def test_entry_dict_has_the_cli_fields(layout):
+    entry = _by_name(ModelLibrary(layout["roots"]).scan())["tiny-test-model"]
+    data = entry.to_dict()
+    for key in ("path", "name", "kind", "source", "architecture", "parameter_count", "quantization"):
+        assert key in data
+    assert (data["size_bytes"], data["backend"], data["error"]) == (entry.size_bytes, "llama.cpp", None)
+    assert data["context_length"] == 2048
+
+
+def test_missing_configured_folder_is_reported_but_app_folders_are_optional(tmp_path, monkeypatch):
+    from app.core.settings import Settings
+    from app.services.paths import app_paths
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
+    gone = tmp_path / "unplugged-disk"
+    settings = Settings(model_folders=[str(gone)], download_dir=str(tmp_path / "downloads"))
+    roots = LibraryRoots.from_settings(settings, app_paths())
+    assert roots.folders[0] == gone and len(roots.folders) == 3  # configured, download folder, app models folder
+    scan = ModelLibrary(roots).scan()
+    assert scan.entries == []
+    assert scan.problems == [f"The model folder {gone} does not exist. Fix or remove it in Settings."]
+
+
+def test_split_gguf_is_one_entry_and_missing_parts_are_named(tmp_path, tiny_gguf):
+    import gguf
+
+    folder = tmp_path / "split"
+    folder.mkdir()
+    first = folder / "big-Q8_0-00001-of-00003.gguf"
+    writer = gguf.GGUFWriter(str(first), "llama")  # the first shard carries the metadata (as gguf-split writes)
+    writer.add_name("big-model")
+    writer.add_uint16("split.no", 0)
+    writer.add_uint16("split.count", 3)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    shutil.copyfile(tiny_gguf, folder / "big-Q8_0-00002-of-00003.gguf")
+    library = ModelLibrary(LibraryRoots((folder,)))
+    [entry] = library.scan().entries
+    assert (entry.name, entry.parameter_count, entry.architecture) == ("big-model", None, "llama"), entry.error
+    assert entry.error == "1 of 3 parts are missing (big-Q8_0-00003-of-00003.gguf). Download them too."
+    shutil.copyfile(tiny_gguf, folder / "big-Q8_0-00003-of-00003.gguf")
+    [entry] = library.scan().entries
+    assert entry.error is None
+    assert entry.size_bytes == sum(p.stat().st_size for p in folder.iterdir())

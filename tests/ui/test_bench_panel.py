@@ -1,0 +1,229 @@
+"""The Bench page, offscreen: a real llama.cpp bench fills the table and charts, copies, saves, compares, cancels."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+import shiboken6
+from PySide6.QtCore import QItemSelectionModel
+from PySide6.QtGui import QGuiApplication
+
+from app.core.bench_stats import BenchRow
+from app.ui.tasks import running_tasks
+from tests.fake_ollama import FakeOllama
+from tests.ui.conftest import until
+
+
+async def _idle() -> None:
+    await until(lambda: not running_tasks(), timeout=60)
+
+
+@pytest.fixture
+def make_panel(qloop, qtbot):
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.bench_panel import BenchPanel
+    from app.ui.context import AppContext
+
+    panels = []
+
+    async def make():
+        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        panel = BenchPanel(context)
+        qtbot.addWidget(panel)
+        panel.resize(1200, 800)
+        panel.show()
+        panels.append(panel)
+        return panel
+
+    yield make
+
+    async def finish():
+        for panel in panels:
+            if shiboken6.isValid(panel):
+                await panel.shutdown()
+        await _idle()
+
+    qloop.run_until_complete(finish())
+
+
+def _small(panel, model: str, concurrency: str = "1,2", requests: int = 3, max_tokens: int = 8) -> None:
+    panel.select_engine("llamacpp")
+    panel.model_edit.setText(model)
+    panel.concurrency_edit.setText(concurrency)
+    panel.requests.setValue(requests)
+    panel.max_tokens.setValue(max_tokens)
+    panel.warmup.setValue(0)
+
+
+def _worker_children() -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "app.backends.llamacpp.worker" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_llamacpp_bench_fills_table_charts_and_saved_runs(qloop, make_panel, long_context_gguf):
+    async def scenario():
+        panel = await make_panel()
+        _small(panel, str(long_context_gguf))
+        assert not panel.copy_markdown_button.isEnabled()
+        panel.run_button.click()
+        assert not panel.run_button.isEnabled() and panel.cancel_button.isEnabled()
+        await panel._task
+        await _idle()
+        assert panel.table.rowCount() == 2
+        headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
+        cells = [{h: panel.table.item(r, c).text() for c, h in enumerate(headers)} for r in range(2)]
+        assert [c["Concurrency"] for c in cells] == ["1", "2"]
+        assert all(c["Engine"] == "llamacpp" and c["Errors"] == "0" and c["Output tokens"] == "24" for c in cells)
+        assert all(c["Peak memory"].endswith("(rss)") and c["Max sustained"] == "1" for c in cells)
+        assert "one stream" in cells[1]["Note"]
+        assert panel.progress.value() == 1000
+        assert "Saved as" in panel.status.text()
+        markdown = panel.copy_markdown()
+        assert markdown == QGuiApplication.clipboard().text()
+        lines = markdown.strip().splitlines()
+        assert lines[0].startswith("| Engine | Concurrency | Output tok/s |") and len(lines) == 4
+        assert lines[2].startswith("| llamacpp | 1 | ") and lines[3].startswith("| llamacpp | 2 | ")
+        csv = panel.copy_csv()
+        assert csv.splitlines()[0].startswith("backend,concurrency,") and len(csv.splitlines()) == 3
+        (throughput,) = panel.throughput_chart.series()
+        assert throughput[0] == "llamacpp" and [c for c, _v in throughput[2]] == [1, 2]
+        assert all(v > 0 for _c, v in throughput[2])
+        assert [label for label, _s, _p in panel.latency_chart.series()] == ["llamacpp p50", "llamacpp p90"]
+        assert panel.saved_runs.list.count() == 1 and "llamacpp" in panel.saved_runs.list.item(0).text()
+        assert not _worker_children()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_chart_draws_lines_only_with_rows(qloop, qtbot):
+    from app.ui.widgets.bench_chart import BenchChart
+
+    chart = BenchChart("latency")
+    qtbot.addWidget(chart)
+    chart.resize(400, 240)
+    empty = chart.grab().toImage()
+    rows = [BenchRow("vllm", c, requests=4, latency_p50_ms=10.0 * c, latency_p90_ms=15.0 * c) for c in (1, 8, 32)]
+    chart.set_rows([*rows, BenchRow("ollama", 1, skipped="not running")])
+    drawn = chart.grab().toImage()
+    assert drawn != empty
+    assert [label for label, _s, _p in chart.series()] == ["vllm p50", "vllm p90"]  # skipped rows are not drawn
+    with pytest.raises(ValueError):
+        BenchChart("pie")
+
+
+def test_axis_top_is_four_round_ticks():
+    from app.ui.widgets.bench_chart import axis_top
+
+    assert [axis_top(v) for v in (58, 1430, 20400, 4000)] == [60, 1600, 24000, 4000]
+
+
+def test_missing_fields_and_unreachable_engines_are_explained(qloop, make_panel):
+    async def scenario():
+        panel = await make_panel()
+        panel.select_engine("llamacpp")
+        panel.model_edit.clear()
+        assert panel.start_run() is None
+        assert panel.status.text() == "Choose a .gguf file to bench."
+        panel.model_edit.setText("/tmp/x.gguf")
+        panel.concurrency_edit.setText("1,eight")
+        assert panel.start_run() is None and "Concurrency must be a list" in panel.status.text()
+        panel.select_engine("vllm")
+        panel.endpoint_edit.clear()
+        panel.concurrency_edit.setText("1")
+        assert panel.start_run() is None and "vLLM server's address" in panel.status.text()
+        panel.select_engine("ollama")
+        panel.model_edit.setText("llama3.2")
+        panel.endpoint_edit.setText(FakeOllama.unused_host())
+        await panel.start_run()
+        assert panel.status.text().startswith("Skipped: ") and "Ollama is not running" in panel.status.text()
+        assert "skipped: " in panel.table.item(0, panel.table.columnCount() - 1).text()
+        assert panel.saved_runs.list.count() == 0  # nothing measured, nothing saved
+
+    qloop.run_until_complete(scenario())
+
+
+def test_vllm_server_from_the_vllm_page_is_offered(qloop, make_panel):
+    async def scenario():
+        panel = await make_panel()
+        panel.set_vllm_server("http://127.0.0.1:8123", "tiny-llama", "k3y")
+        panel.select_engine("vllm")
+        assert panel.endpoint_edit.text() == "http://127.0.0.1:8123"
+        assert panel.model_edit.text() == "tiny-llama" and panel.key_edit.text() == "k3y"
+        assert "tiny-llama at http://127.0.0.1:8123" in panel.vllm_note.text()
+        panel.clear_vllm_server()
+        assert "Start a vLLM server" in panel.vllm_note.text()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_compare_two_saved_runs(qloop, make_panel):
+    def run(rate: float) -> dict:
+        row = BenchRow("vllm", 8, requests=4, output_tokens=40, output_tokens_per_s=rate, latency_p90_ms=50.0)
+        return {"target": {"backend": "vllm", "model": "tiny"}, "rows": [row.to_dict()], "machine": {}}
+
+    async def scenario():
+        from app.services.bench_store import BenchStore
+        from app.services.paths import app_paths
+
+        store = BenchStore(app_paths().data_dir / "bench")
+        first, second = store.save(run(100.0)), store.save(run(300.0))
+        panel = await make_panel()
+        saved = panel.saved_runs
+        await _idle()  # the list is read when the page is first shown
+        assert saved.list.count() == 2 and not saved.compare_button.isEnabled()
+        for row in range(2):
+            saved.list.selectionModel().select(
+                saved.list.model().index(row, 0), QItemSelectionModel.SelectionFlag.Select
+            )
+        assert saved.compare_button.isEnabled() and not saved.show_button.isEnabled()
+        ratios = await saved.compare(first, second)
+        assert ratios[0]["output_tokens_per_s_ratio"] == pytest.approx(3.0)
+        assert "vllm ×8: tok/s 3.00×, latency p90 1.00×" in saved.compare_label.text()
+        saved.list.clearSelection()
+        saved.list.item(0).setSelected(True)
+        saved.show_selected()
+        await _idle()
+        assert panel.table.rowCount() == 1 and panel.table.item(0, 0).text() == "vllm"
+        assert panel.status.text().startswith("Saved run ")
+        assert await saved.load("nope") is None  # reported on the page, not raised
+        assert "no saved bench run 'nope'" in panel.status.text()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_cancel_stops_the_run_and_the_worker(qloop, make_panel, long_context_gguf):
+    async def scenario():
+        panel = await make_panel()
+        _small(panel, str(long_context_gguf), concurrency="1", requests=500, max_tokens=64)
+        task = panel.start_run()
+        assert task is not None
+        await until(lambda: "measuring" in panel.status.text(), timeout=60)
+        panel.cancel_button.click()
+        await task
+        await _idle()
+        assert panel.status.text() == "Cancelled: nothing was saved."
+        assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+        await until(lambda: not _worker_children(), timeout=15)
+        assert panel.saved_runs.list.count() == 0
+
+    qloop.run_until_complete(scenario())
+
+
+def test_main_window_has_the_bench_page(qloop, make_window):
+    async def scenario():
+        window = await make_window()
+        names = [window.nav.item(i).text() for i in range(window.nav.count())]
+        assert names.index("Bench") == names.index("Batch") + 1
+        window._vllm_ready("http://127.0.0.1:8124", "served", "")
+        assert "served at http://127.0.0.1:8124" in window.bench_panel.vllm_note.text()
+        window.vllm_panel.server_stopped.emit()
+        assert "Start a vLLM server" in window.bench_panel.vllm_note.text()
+
+    qloop.run_until_complete(scenario())

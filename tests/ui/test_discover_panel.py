@@ -1,0 +1,136 @@
+"""Models → Discover, offscreen: search, repo detail with per-file fits verdicts, and Download, against the local
+Hub server through the real huggingface_hub client."""
+
+from __future__ import annotations
+
+import pytest
+import shiboken6
+
+from app.services.download_jobs import DONE
+from app.ui.tasks import running_tasks
+from tests.hf_server import HubServer, Repo, random_bytes, use_hub
+from tests.ui.conftest import until
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path, tiny_gguf):
+    with HubServer() as server:
+        use_hub(server, monkeypatch, tmp_path)
+        server.add(
+            Repo(
+                "org/Tiny-GGUF",
+                {
+                    "tiny-F16.gguf": tiny_gguf.read_bytes(),
+                    "broken-Q4_K_M.gguf": random_bytes(5000, 1),
+                    "README.md": b"---\nlicense: mit\n---\n# Tiny model\nSome *card* text.\n",
+                },
+                tags=["gguf"],
+                downloads=20,
+                license="mit",
+            )
+        )
+        server.add(Repo("org/Tiny-HF", {"config.json": b"{}", "model.safetensors": b"s" * 3000}, tags=["safetensors"]))
+        server.add(Repo("org/Gated-GGUF", {"g-Q8_0.gguf": b"g" * 10}, gated=True, tags=["gguf"], downloads=1))
+        yield server
+
+
+@pytest.fixture
+def make_panels(qloop, qtbot):
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.context import AppContext
+    from app.ui.discover_panel import DiscoverPanel
+    from app.ui.downloads_panel import DownloadsPanel
+
+    made = []
+
+    async def make():
+        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        downloads = DownloadsPanel(context)
+        discover = DiscoverPanel(context, downloads)
+        for widget in (downloads, discover):
+            qtbot.addWidget(widget)
+        discover.resize(1200, 700)
+        discover.show()
+        await downloads.start()
+        made.append(downloads)
+        return discover, downloads
+
+    yield make
+
+    async def finish():
+        await until(lambda: not running_tasks(), timeout=15)
+        for downloads in made:
+            if shiboken6.isValid(downloads):
+                await downloads.shutdown()
+
+    qloop.run_until_complete(finish())
+
+
+def _column(table, column: int = 0) -> list[str]:
+    return [table.item(row, column).text() for row in range(table.rowCount())]
+
+
+def test_search_filter_and_sort(qloop, make_panels, hub):
+    async def scenario():
+        discover, _ = await make_panels()
+        discover.query.setText("org")
+        await discover.search()
+        assert _column(discover.results_table) == ["org/Tiny-GGUF", "org/Gated-GGUF", "org/Tiny-HF"]
+        assert _column(discover.results_table, 4) == ["", "gated", ""]
+        discover.format_combo.setCurrentIndex(2)  # safetensors
+        await discover.search()
+        assert _column(discover.results_table) == ["org/Tiny-HF"] and discover.status.text() == "1 models."
+        discover.query.setText("nothing-like-this")
+        await discover.search()
+        assert discover.results_table.rowCount() == 0 and "No models found" in discover.status.text()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_repo_detail_shows_quants_card_and_a_fits_verdict_per_file(qloop, make_panels, hub):
+    async def scenario():
+        discover, _ = await make_panels()
+        discover.query.setText("tiny-gguf")
+        await discover.search()
+        discover.results_table.selectRow(0)  # opens the repository
+        await until(lambda: discover.detail is not None)
+        assert "License mit" in discover.meta.text() and "open" in discover.meta.text()
+        assert "Tiny model" in discover.card.toPlainText() and "license:" not in discover.card.toPlainText()
+        assert _column(discover.files_table, 1) == ["Q4_K_M", "F16"]
+        await until(lambda: "estimating…" not in _column(discover.files_table, 3))
+        verdicts = dict(zip(_column(discover.files_table, 1), _column(discover.files_table, 3), strict=True))
+        assert verdicts["F16"].startswith("Fits: needs ")
+        assert verdicts["Q4_K_M"].startswith("no estimate: ")  # random bytes are not a GGUF
+        assert not discover.download_button.isEnabled() and not discover.folder_button.isEnabled()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_download_buttons_queue_a_file_and_an_hf_folder(qloop, make_panels, hub):
+    async def scenario():
+        discover, downloads = await make_panels()
+        await discover.open_repo("org/Tiny-GGUF")
+        discover.files_table.selectRow(_column(discover.files_table, 1).index("F16"))
+        assert discover.download_button.isEnabled()
+        await discover.download_selected()
+        await until(lambda: downloads.views and downloads.views[0].state == DONE)
+        assert downloads.views[0].local_path.endswith("tiny-F16.gguf")
+        await discover.open_repo("org/Tiny-HF")
+        assert discover.folder_button.isEnabled() and discover.files_table.rowCount() == 0
+        await discover.download_folder()
+        await until(lambda: len(downloads.views) == 2 and downloads.views[1].state == DONE)
+        assert downloads.views[1].title == "org/Tiny-HF (2 files)"
+
+    qloop.run_until_complete(scenario())
+
+
+def test_gated_repo_says_what_to_do(qloop, make_panels, hub):
+    async def scenario():
+        discover, _downloads = await make_panels()
+        await discover.open_repo("org/Gated-GGUF")
+        assert "gated: accept the license on the Hub page and set a token" in discover.meta.text()
+        await discover.open_repo("org/Missing")
+        assert "org/Missing was not found" in discover.meta.text()
+
+    qloop.run_until_complete(scenario())

@@ -1,0 +1,175 @@
+"""Models → Downloads, offscreen: the queue view over real downloads from the local Hub server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import shiboken6
+
+from app.services.download_jobs import DONE, FAILED, PAUSED
+from app.services.hub import HubService
+from app.ui.tasks import running_tasks
+from tests.hf_server import HubServer, Repo, random_bytes, use_hub
+from tests.ui.conftest import until
+
+BIG = "big-Q4_K_M.gguf"
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    with HubServer() as server:
+        use_hub(server, monkeypatch, tmp_path)
+        server.add(Repo("org/Big-GGUF", {BIG: random_bytes(3_000_000, 1)}, tags=["gguf"]))
+        server.add(Repo("org/Gated", {"m-Q8_0.gguf": b"g" * 100}, gated=True, tags=["gguf"]))
+        yield server
+
+
+@pytest.fixture
+def make_panel(qloop, qtbot):
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.context import AppContext
+    from app.ui.downloads_panel import DownloadsPanel
+
+    panels = []
+
+    async def make():
+        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        panel = DownloadsPanel(context)
+        qtbot.addWidget(panel)
+        panel.resize(1000, 500)
+        panel.show()
+        panels.append(panel)
+        await panel.start()
+        return panel
+
+    yield make
+
+    async def finish():
+        for panel in panels:
+            if shiboken6.isValid(panel):
+                await panel.shutdown()
+        await until(lambda: not running_tasks(), timeout=10)
+
+    qloop.run_until_complete(finish())
+
+
+def plan(repo_id: str, name: str):
+    service = HubService()
+    return service.plan_download(service.repo_detail(repo_id, with_card=False), files=[name])
+
+
+def _row_texts(panel, row: int) -> list[str]:
+    return [panel.table.item(row, c).text() for c in range(panel.table.columnCount())]
+
+
+def test_a_download_shows_progress_then_done_and_announces_its_path(qloop, make_panel, hub):
+    async def scenario():
+        panel = await make_panel()
+        assert panel.empty_label.isVisible() and panel.table.rowCount() == 0
+        completed = []
+        panel.download_completed.connect(completed.append)
+        hub.throttle_bytes_per_s = 3_000_000
+        await panel.add_job(plan("org/Big-GGUF", BIG))
+        await until(lambda: panel.views and panel.views[0].done_bytes > 300_000)
+        texts = _row_texts(panel, 0)
+        assert texts[0] == f"org/Big-GGUF: {BIG}" and texts[1] == "Downloading" and texts[5].endswith(" / 3.0 MB")
+        assert panel.table.cellWidget(0, 2).value() > 0
+        hub.throttle_bytes_per_s = None
+        await until(lambda: panel.views[0].state == DONE)
+        await until(lambda: completed)
+        assert completed == [panel.views[0].local_path] and completed[0].endswith(BIG)
+        assert _row_texts(panel, 0)[1] == "Done" and panel.table.cellWidget(0, 2).value() == 1000
+
+    qloop.run_until_complete(scenario())
+
+
+def test_pause_resume_remove_with_the_buttons_and_the_queue_file(qloop, make_panel, hub, isolated_home):
+    async def scenario():
+        panel = await make_panel()
+        hub.throttle_bytes_per_s = 1_000_000
+        await panel.add_job(plan("org/Big-GGUF", BIG))
+        await until(lambda: panel.views and panel.views[0].done_bytes > 100_000)
+        panel.table.selectRow(0)
+        assert panel.pause_button.isEnabled() and not panel.resume_button.isEnabled()
+        panel.pause_button.click()
+        await until(lambda: panel.views[0].state == PAUSED)
+        assert panel.resume_button.isEnabled() and panel.remove_button.isEnabled()
+        saved = json.loads((isolated_home / "data" / "downloads.json").read_text(encoding="utf-8"))
+        assert saved["jobs"][0]["state"] == "paused"
+        hub.throttle_bytes_per_s = None
+        panel.resume_button.click()
+        await until(lambda: panel.views[0].state == DONE)
+        panel.table.selectRow(0)
+        panel.remove_button.click()
+        await until(lambda: not panel.views)
+        assert panel.empty_label.isVisible()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_gated_failure_shows_why_and_offers_retry(qloop, make_panel, hub):
+    async def scenario():
+        panel = await make_panel()
+        await panel.add_job(plan("org/Gated", "m-Q8_0.gguf"))
+        await until(lambda: panel.views and panel.views[0].state == FAILED)
+        panel.table.selectRow(0)
+        assert _row_texts(panel, 0)[1] == "Failed"
+        assert "accept its license" in panel.detail.text() and "token" in panel.detail.text()
+        assert panel.retry_button.isEnabled() and not panel.pause_button.isEnabled()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_an_unfinished_queue_continues_when_the_panel_starts_again(qloop, make_panel, hub):
+    async def scenario():
+        first = await make_panel()
+        hub.throttle_bytes_per_s = 1_000_000
+        await first.add_job(plan("org/Big-GGUF", BIG))
+        await until(lambda: first.views and first.views[0].done_bytes > 100_000)
+        await first.shutdown()  # the app quits mid-download
+        hub.throttle_bytes_per_s = None
+        second = await make_panel()
+        await until(lambda: second.views and second.views[0].state == DONE)
+        starts = [e.start for e in hub.log if e.path == BIG and e.method == "GET"]
+        assert max(starts) > 0  # the restart resumed from the partial file
+
+    qloop.run_until_complete(scenario())
+
+
+def test_settings_dialog_has_the_download_folder_and_a_hidden_token(qtbot, tmp_path):
+    from PySide6.QtWidgets import QLineEdit
+
+    from app.core.settings import Settings, load_settings, save_settings
+    from app.ui.dialogs.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(Settings(download_dir="/models", hf_token="hf_secretsecretsecretsecret1"))
+    qtbot.addWidget(dialog)
+    assert dialog.download_dir.text() == "/models"
+    assert dialog.hf_token.echoMode() == QLineEdit.EchoMode.Password
+    dialog.download_dir.setText(str(tmp_path / "dl"))
+    dialog.hf_token.setText("")
+    saved = dialog.settings()
+    assert saved.download_dir == str(tmp_path / "dl") and saved.hf_token == ""
+    assert "hf_secret" not in repr(Settings(hf_token="hf_secretsecretsecretsecret1"))
+    save_settings(Settings(download_dir="/x", hf_token="hf_abc"), tmp_path / "s.json")
+    again = load_settings(tmp_path / "s.json")
+    assert (again.download_dir, again.hf_token) == ("/x", "hf_abc")
+
+
+def test_the_window_has_discover_and_downloads_tabs_and_a_finished_download_rescans_the_library(qloop, make_window):
+    from PySide6.QtWidgets import QTabWidget
+
+    async def scenario():
+        window = await make_window()
+        tabs = next(t for t in window.findChildren(QTabWidget) if t.indexOf(window.discover_panel) >= 0)
+        names = [tabs.tabText(i) for i in range(tabs.count())]
+        assert names.index("Downloads") == names.index("Discover") + 1
+        assert tabs.indexOf(window.downloads_panel) == names.index("Downloads")
+        rescans = []
+        window.models_panel.rescan = lambda: rescans.append(True)
+        window.downloads_panel.download_completed.emit("/models/x.gguf")
+        assert rescans == [True]
+
+    qloop.run_until_complete(scenario())

@@ -1,0 +1,273 @@
+"""The Monitor page, offscreen: real sampler thread on a fake NVML (no GPU here) and a recorded vLLM page."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+import shiboken6
+from PySide6.QtGui import QColor, QPalette
+
+from app.backends.base import KvUsage
+from app.core.monitor_alerts import Alert
+from app.core.monitor_snapshot import MonitorSnapshot, RamReading
+from app.services.engine_processes import EngineTarget, vllm_target
+from app.services.monitor_sampler import MonitorSampler
+from app.services.nvml import NvmlReader
+from tests.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakePynvml
+from tests.ui.conftest import until
+
+METRICS = (Path(__file__).parents[1] / "data" / "vllm_metrics_real.txt").read_text()
+GIB = 1024**3
+
+
+def sampler_factory(fake: FakePynvml):
+    def make(targets):
+        return MonitorSampler(nvml=NvmlReader(fake), targets=targets, interval_s=0.05, metrics_fetch=lambda u: METRICS)
+
+    return make
+
+
+def engines() -> list[EngineTarget]:
+    me = os.getpid()
+    return [
+        EngineTarget("llamacpp", "llama.cpp: tiny", True, me, KvUsage(120, 512, {0: 120})),
+        vllm_target("http://127.0.0.1:8000", label="vLLM: tiny-llama"),
+    ]
+
+
+@pytest.fixture
+def make_panel(qloop, qtbot):
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.context import AppContext
+    from app.ui.monitor_panel import MonitorPanel
+
+    panels = []
+
+    async def make(fake: FakePynvml, targets=engines):
+        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        panel = MonitorPanel(context, targets=targets, sampler_factory=sampler_factory(fake), autostart=False)
+        qtbot.addWidget(panel)
+        panel.resize(1100, 900)
+        panel.show()
+        panels.append(panel)
+        await panel.start()
+        return panel
+
+    yield make
+
+    async def finish():
+        for panel in panels:
+            if shiboken6.isValid(panel):
+                await panel.shutdown()
+
+    qloop.run_until_complete(finish())
+
+
+def test_gpu_cards_engines_kv_grid_processes_and_charts(qloop, make_panel) -> None:
+    fake = FakePynvml(
+        [FakeGpu(used_bytes=20 * GIB, compute=[(os.getpid(), 3 * GIB), (4321, GIB)])], process_names={4321: "blender"}
+    )
+
+    async def scenario():
+        panel = await make_panel(fake)
+        await until(lambda: len(panel.history) >= 3, 10)
+        await until(lambda: not panel._redraw_pending)
+        panel.redraw()
+        system = panel.system_view
+        assert not system.no_gpu_label.isVisible()
+        (card,) = system.cards
+        assert card.title() == "GPU 0: NVIDIA H200"
+        assert card.memory_bar.text().startswith("VRAM 20.0 GiB / 133.9 GiB")
+        assert "power 74 W / 700 W" in card.details.text() and "SM 1980 MHz" in card.details.text()
+        assert "RAM " in system.ram_bar.text() and system.cpu_label.text().startswith("CPU: ")
+        view = panel.engines_view
+        assert "llama.cpp: tiny" in view.summary.text() and "VRAM 3.0 GiB" in view.summary.text()
+        assert "seq 0: 120 / 512 cells" in view.llama_bar.text()
+        grid = view.kv_grid
+        assert grid.isVisible() and grid.total_blocks == 8192 and grid.cells <= 2000
+        assert "each cell = 5 blocks" in grid.caption()
+        caption = view.kv_caption.text()
+        assert "block size 128 tokens" in caption and "running 32" in caption and "preemptions 0" in caption
+        table = panel.process_table
+        rows = {table.item(r, 0).text(): table.item(r, 4).text() for r in range(table.rowCount())}
+        assert rows == {str(os.getpid()): "llama.cpp (ours)", "4321": "other"}
+        names = {table.item(r, 0).text(): table.item(r, 1).text() for r in range(table.rowCount())}
+        assert names["4321"] == "blender"
+        assert panel.charts["memory"].series[0][1], "the memory chart has GPU points"
+        assert panel.charts["requests"].latest_text().startswith("running 32")
+        assert panel.alert_list.item(0).text() == "No alerts."
+
+    qloop.run_until_complete(scenario())
+
+
+def test_no_gpu_shows_the_reason_plus_ram_and_cpu(qloop, make_panel) -> None:
+    fake = FakePynvml([FakeGpu()], init_error=NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    async def scenario():
+        panel = await make_panel(fake, targets=lambda: [])
+        await until(lambda: panel.latest is not None, 10)
+        panel.redraw()
+        label = panel.system_view.no_gpu_label
+        assert label.isVisible() and label.text().startswith("No GPU readings: No NVIDIA driver found")
+        assert panel.system_view.cards == []
+        assert panel.system_view.ram_bar.value() > 0
+        assert panel.engines_view.summary.text().startswith("No engine running.")
+        assert not panel.engines_view.kv_grid.isVisible()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_exports_png_and_csv(qloop, make_panel, tmp_path) -> None:
+    async def scenario():
+        panel = await make_panel(FakePynvml([FakeGpu()]))
+        await until(lambda: len(panel.history) >= 2, 10)
+        await panel.export_png(tmp_path / "charts.png")
+        assert (tmp_path / "charts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "Saved the charts" in panel.export_label.text()
+        await panel.export_csv(tmp_path / "data.csv")
+        lines = (tmp_path / "data.csv").read_text().splitlines()
+        assert lines[0].startswith("time_s,gpu_used_bytes,ram_used_bytes") and len(lines) >= 3
+        await panel.export_csv(tmp_path / "missing-folder" / "data.csv")
+        assert panel.export_label.text().startswith("Could not save the data")
+
+    qloop.run_until_complete(scenario())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_prometheus_endpoint_opt_in_and_port_in_use(qloop, make_panel) -> None:
+    async def scenario():
+        panel = await make_panel(FakePynvml([FakeGpu()]))
+        await until(lambda: panel.latest is not None, 10)
+        port = _free_port()
+        panel.prometheus_port.setValue(port)
+        await panel.set_prometheus(True)
+        assert panel.exporter is not None and panel.exporter.host == "127.0.0.1"
+        page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5, trust_env=False).text
+        assert 'llmws_gpu_memory_used_bytes{gpu="0",name="NVIDIA H200"} 1.073741824e+09' in page
+        assert "llmws_kv_cache_usage_ratio" in page and "llmws_ram_used_bytes" in page
+        await panel.set_prometheus(False)
+        assert panel.exporter is None
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            panel.prometheus_port.setValue(port)
+            panel.prometheus_check.setChecked(True)
+            await until(lambda: not panel.prometheus_check.isChecked(), 10)
+            assert f"could not listen on 127.0.0.1:{port}" in panel.export_label.text()
+            assert panel.exporter is None
+
+    qloop.run_until_complete(scenario())
+
+
+def test_shutdown_stops_the_sampler_thread(qloop, make_panel) -> None:
+    async def scenario():
+        panel = await make_panel(FakePynvml([FakeGpu()]))
+        sampler = panel.sampler
+        assert sampler is not None and sampler.running
+        await panel.shutdown()
+        assert not sampler.running and panel.sampler is None
+        count = len(panel.history)
+        await until(lambda: True)
+        assert len(panel.history) == count
+
+    qloop.run_until_complete(scenario())
+
+
+def test_window_has_the_monitor_page_and_alerts_reach_the_status_bar(qloop, make_window) -> None:
+    async def scenario():
+        window = await make_window()
+        panel = window.monitor_panel
+        names = [window.nav.item(i).text() for i in range(window.nav.count())]
+        window.nav.setCurrentRow(names.index("Monitor"))
+        assert window.pages.currentWidget() is panel
+        await until(lambda: panel.latest is not None, 15)  # the real sampler, real NVML
+        assert panel.latest.gpus or panel.latest.gpu_unavailable_reason
+        label = window.status.alert_label
+        assert not label.isVisible()
+        snapshot = MonitorSnapshot(1.0, (), "none", RamReading(16 * GIB, 4 * GIB, 12 * GIB), 1.0)
+        alert = Alert("kv:vllm", "warning", "vLLM: KV cache 95% full")
+        panel.snapshot_arrived.emit(snapshot, (alert,))
+        await until(lambda: label.isVisible())
+        assert label.text() == "⚠ 1 alert" and "KV cache 95% full" in label.toolTip()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_kv_grid_aggregation_and_chart_colours() -> None:
+    from app.ui.widgets.chart import series_colors
+    from app.ui.widgets.kv_grid import grid_cells
+
+    assert grid_cells(100, 50) == (100, 50, 1)
+    assert grid_cells(8192, 64) == (1639, 13, 5)
+    assert grid_cells(100_000, 100_000) == (2000, 2000, 50)
+    assert grid_cells(0, 0) == (0, 0, 1)
+    light, dark = QPalette(), QPalette()
+    light.setColor(QPalette.ColorRole.Base, QColor("white"))
+    dark.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
+    assert [c.name() for c in series_colors(light)[1:]] != [c.name() for c in series_colors(dark)[1:]]
+    assert all(c.lightness() > 128 for c in series_colors(dark)[1:])
+
+
+def test_a_panel_deleted_without_shutdown_stops_sampling(qloop, qtbot) -> None:
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.context import AppContext
+    from app.ui.monitor_panel import MonitorPanel
+
+    async def scenario():
+        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        panel = MonitorPanel(
+            context, targets=lambda: [], sampler_factory=sampler_factory(FakePynvml([])), autostart=False
+        )
+        await panel.start()
+        sampler = panel.sampler
+        assert sampler is not None and sampler.running
+        panel.deleteLater()
+        await until(lambda: not shiboken6.isValid(panel), 5)
+        await until(lambda: not sampler.running, 5)
+        sampler.close()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_interval_and_prometheus_come_from_settings_and_changes_are_saved(qloop, qtbot) -> None:
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.context import AppContext
+    from app.ui.monitor_panel import MonitorPanel
+
+    async def scenario():
+        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        context.settings.monitor_interval_s = 0.25
+        context.settings.prometheus_enabled = True
+        context.settings.prometheus_port = _free_port()
+        panel = MonitorPanel(
+            context, targets=lambda: [], sampler_factory=sampler_factory(FakePynvml([])), autostart=False
+        )
+        qtbot.addWidget(panel)
+        saved = []
+        panel.settings_changed_requested.connect(saved.append)
+        await panel.start()
+        try:
+            assert panel.sampler is not None and panel.sampler.interval_s == 0.25
+            await until(lambda: panel.exporter is not None, 10)
+            assert panel.exporter.port == context.settings.prometheus_port
+            assert saved == []  # already the saved choice
+            panel.prometheus_check.setChecked(False)
+            await until(lambda: panel.exporter is None, 10)
+            assert saved == [{"prometheus_enabled": False, "prometheus_port": context.settings.prometheus_port}]
+        finally:
+            await panel.shutdown()
+
+    qloop.run_until_complete(scenario())
