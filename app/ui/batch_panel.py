@@ -9,7 +9,6 @@ and time to first token percentiles among them) is a small table that copies as 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,11 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QGridLayout,
     QGroupBox,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
     QListWidget,
     QProgressBar,
-    QPushButton,
     QRadioButton,
     QSpinBox,
     QTableWidget,
@@ -40,6 +37,7 @@ from app.core.batch_input import BatchInput, BatchInputError, load_batch_input
 from app.services.batch import BatchError, BatchProgress, BatchRunner, BatchSummary
 from app.ui.context import AppContext
 from app.ui.tasks import spawn
+from app.ui.widgets.basic import slot_button, widget_row, wrapped_label
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
 
 PROGRESS_INTERVAL_S = 0.25
@@ -125,15 +123,15 @@ class BatchPanel(QWidget):
         self.concurrency.setValue(8)
         self.shortest_first = QCheckBox("Shortest prompts first")
         self.priority = QCheckBox("Send priorities (vLLM --scheduling-policy priority)")
-        self.input_info = _label(name="batch_input_info")
+        self.input_info = wrapped_label(name="batch_input_info", hidden=True)
         self.problems = QListWidget()
         self.problems.setObjectName("batch_problems")
         self.problems.setMaximumHeight(110)
-        self.run_button = _button("Run", self.run_batch)
-        self.cancel_button = _button("Cancel", self.cancel_batch)
+        self.run_button = slot_button("Run", self.run_batch)
+        self.cancel_button = slot_button("Cancel", self.cancel_batch)
         self.progress = QProgressBar()
-        self.progress_label = _label(name="batch_progress")
-        self.status = _label(name="batch_status")
+        self.progress_label = wrapped_label(name="batch_progress", hidden=True)
+        self.status = wrapped_label(name="batch_status", hidden=True)
         self.table = QTableWidget(0, 2)
         self.table.setObjectName("batch_summary")
         self.table.setHorizontalHeaderLabels(["Figure", "Value"])
@@ -142,7 +140,7 @@ class BatchPanel(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
-        self.copy_button = _button("Copy as Markdown", self.copy_markdown)
+        self.copy_button = slot_button("Copy as Markdown", self.copy_markdown)
         self._lay_out()
         self.input_edit.editingFinished.connect(self._input_edited)
         for edit in (self.url_edit, self.key_edit, self.model_edit):
@@ -165,19 +163,19 @@ class BatchPanel(QWidget):
         ):
             rows.addWidget(QLabel(label), row, 0)
             rows.addWidget(edit, row, 1)
-            rows.addWidget(_button("Browse…", browse), row, 2)
+            rows.addWidget(slot_button("Browse…", browse), row, 2)
         rows.addWidget(self.input_info, 2, 1, 1, 2)
         rows.addWidget(self.problems, 3, 1, 1, 2)
-        options = _row(QLabel("Concurrency"), self.concurrency, self.shortest_first, self.priority, self.as_chat)
+        options = widget_row(QLabel("Concurrency"), self.concurrency, self.shortest_first, self.priority, self.as_chat)
         options.addStretch(1)
         rows.addLayout(options, 4, 1, 1, 2)
         results = QGroupBox("Run")
         box = QVBoxLayout(results)
-        box.addLayout(_row(self.run_button, self.cancel_button, self.progress, stretch_at=2))
+        box.addLayout(widget_row(self.run_button, self.cancel_button, self.progress, stretch_at=2))
         box.addWidget(self.progress_label)
         box.addWidget(self.status)
         box.addWidget(self.table, 1)
-        box.addLayout(_row(self.copy_button, QWidget(), stretch_at=1))
+        box.addLayout(widget_row(self.copy_button, QWidget(), stretch_at=1))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         for part, stretch in ((server, 0), (files, 0), (results, 1)):
@@ -386,24 +384,3 @@ def _line(placeholder: str) -> QLineEdit:
     edit = QLineEdit()
     edit.setPlaceholderText(placeholder)
     return edit
-
-
-def _label(text: str = "", name: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setObjectName(name)
-    label.setWordWrap(True)
-    label.hide()
-    return label
-
-
-def _button(text: str, slot: Callable[[], object]) -> QPushButton:
-    button = QPushButton(text)
-    button.clicked.connect(lambda _checked=False: slot())
-    return button
-
-
-def _row(*widgets: QWidget, stretch_at: int = -1) -> QHBoxLayout:
-    row = QHBoxLayout()
-    for index, widget in enumerate(widgets):
-        row.addWidget(widget, 1 if index == stretch_at else 0)
-    return row

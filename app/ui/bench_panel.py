@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QProgressBar,
-    QPushButton,
     QSpinBox,
     QSplitter,
     QTableWidget,
@@ -39,6 +38,7 @@ from app.services.bench_store import BenchStore, BenchStoreError, rows_of
 from app.ui.bench_saved import BenchSavedRuns
 from app.ui.context import AppContext
 from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.basic import slot_button, widget_row, wrapped_label
 from app.ui.widgets.bench_chart import BenchChart
 from app.ui.widgets.modelfile_highlighter import error_color, set_text_color
 
@@ -80,27 +80,27 @@ class BenchPanel(QWidget):
         self.model_edit, self.endpoint_edit, self.key_edit = QLineEdit(), QLineEdit(), QLineEdit()
         self.key_edit.setPlaceholderText("API key (if the server needs one)")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.browse_button = _button("Browse…", self.browse_model)
-        self.vllm_note = _label(name="bench_vllm_note")
+        self.browse_button = slot_button("Browse…", self.browse_model)
+        self.vllm_note = wrapped_label(name="bench_vllm_note", hidden=True)
         self.concurrency_edit = QLineEdit("1,8,16,32,64")
         self.requests = _spin(1, 100_000, BenchWorkload().requests)
         self.max_tokens = _spin(1, 100_000, BenchWorkload().max_tokens)
         self.warmup = _spin(0, 1000, BenchWorkload().warmup)
         self.save_check = QCheckBox("Save the run")
         self.save_check.setChecked(True)
-        self.run_button = _button("Run", self.start_run)
-        self.cancel_button = _button("Cancel", self.cancel_run)
+        self.run_button = slot_button("Run", self.start_run)
+        self.cancel_button = slot_button("Cancel", self.cancel_run)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
-        self.status = _label(name="bench_status")
+        self.status = wrapped_label(name="bench_status", hidden=True)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("bench_results")
         self.table.setHorizontalHeaderLabels([title for _key, title in COLUMNS])
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.copy_markdown_button = _button("Copy as Markdown", self.copy_markdown)
-        self.copy_csv_button = _button("Copy as CSV", self.copy_csv)
+        self.copy_markdown_button = slot_button("Copy as Markdown", self.copy_markdown)
+        self.copy_csv_button = slot_button("Copy as CSV", self.copy_csv)
         self.throughput_chart, self.latency_chart = BenchChart("throughput"), BenchChart("latency")
         self.saved_runs = BenchSavedRuns(self.store)
         self.saved_runs.run_loaded.connect(self._saved_run_loaded)
@@ -127,10 +127,10 @@ class BenchPanel(QWidget):
         results = QWidget()
         box = QVBoxLayout(results)
         box.setContentsMargins(0, 0, 0, 0)
-        box.addLayout(_row(self.run_button, self.cancel_button, self.progress, stretch_at=2))
+        box.addLayout(widget_row(self.run_button, self.cancel_button, self.progress, stretch_at=2))
         box.addWidget(self.status)
         box.addWidget(self.table, 2)
-        box.addLayout(_row(self.copy_markdown_button, self.copy_csv_button, QWidget(), stretch_at=2))
+        box.addLayout(widget_row(self.copy_markdown_button, self.copy_csv_button, QWidget(), stretch_at=2))
         charts = QSplitter()
         charts.addWidget(self.throughput_chart)
         charts.addWidget(self.latency_chart)
@@ -333,24 +333,3 @@ def _spin(low: int, high: int, value: int) -> QSpinBox:
     spin.setRange(low, high)
     spin.setValue(value)
     return spin
-
-
-def _label(text: str = "", name: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setObjectName(name)
-    label.setWordWrap(True)
-    label.hide()
-    return label
-
-
-def _button(text: str, slot: Any) -> QPushButton:
-    button = QPushButton(text)
-    button.clicked.connect(lambda _checked=False: slot())
-    return button
-
-
-def _row(*widgets: QWidget, stretch_at: int = -1) -> QHBoxLayout:
-    row = QHBoxLayout()
-    for index, widget in enumerate(widgets):
-        row.addWidget(widget, 1 if index == stretch_at else 0)
-    return row

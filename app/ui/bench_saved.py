@@ -13,13 +13,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.services.bench_store import BenchStore, BenchStoreError, SavedRun
 from app.ui.tasks import spawn
+from app.ui.widgets.basic import slot_button
 
 
 class BenchSavedRuns(QGroupBox):
@@ -35,8 +35,8 @@ class BenchSavedRuns(QGroupBox):
         self.list.setObjectName("bench_saved_runs")
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.list.itemSelectionChanged.connect(self._selection_changed)
-        self.show_button = _button("Show", self.show_selected)
-        self.compare_button = _button("Compare two", self.compare_selected)
+        self.show_button = slot_button("Show", self.show_selected)
+        self.compare_button = slot_button("Compare two", self.compare_selected)
         self.compare_label = QLabel()
         self.compare_label.setObjectName("bench_compare")
         self.compare_label.setWordWrap(True)
@@ -108,9 +108,3 @@ class BenchSavedRuns(QGroupBox):
 
 def _ratio(value: float | None) -> str:
     return f"{value:.2f}×" if value is not None else "—"
-
-
-def _button(text: str, slot: Any) -> QPushButton:
-    button = QPushButton(text)
-    button.clicked.connect(lambda _checked=False: slot())
-    return button

@@ -12,15 +12,12 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
     QSplitter,
-    QTableWidget,
     QTableWidgetItem,
     QTextBrowser,
     QVBoxLayout,
@@ -31,6 +28,7 @@ from app.core.quant_names import GgufCandidate
 from app.ui.context import AppContext
 from app.ui.downloads_panel import DownloadsPanel, human_bytes
 from app.ui.tasks import spawn
+from app.ui.widgets.basic import read_only_table
 
 log = logging.getLogger("app.ui.discover")
 RESULT_COLUMNS = ("Model", "Downloads", "Likes", "Updated", "Access")
@@ -44,20 +42,6 @@ FORMAT_CHOICES: tuple[tuple[str, str | None], ...] = (
 SORT_CHOICES = (("Most downloads", "downloads"), ("Most likes", "likes"), ("Recently updated", "recent"))
 MAX_ESTIMATES = 24
 _KEY = Qt.ItemDataRole.UserRole
-
-
-def _table(columns: tuple[str, ...], name: str, stretch: int = 0) -> QTableWidget:
-    table = QTableWidget(0, len(columns))
-    table.setObjectName(name)
-    table.setHorizontalHeaderLabels(list(columns))
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.verticalHeader().hide()
-    header = table.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
-    return table
 
 
 def _combo(choices: tuple[tuple[str, str | None], ...]) -> QComboBox:
@@ -93,13 +77,13 @@ class DiscoverPanel(QWidget):
         self.status = QLabel("")
         self.status.setObjectName("discover_status")
         self.status.setWordWrap(True)
-        self.results_table = _table(RESULT_COLUMNS, "discover_results")
+        self.results_table = read_only_table(RESULT_COLUMNS, "discover_results")
         self.results_table.itemSelectionChanged.connect(self._result_selected)
         self.title = QLabel("Choose a model on the left.")
         self.title.setObjectName("discover_title")
         self.meta = QLabel("")
         self.meta.setWordWrap(True)
-        self.files_table = _table(FILE_COLUMNS, "discover_files", stretch=3)
+        self.files_table = read_only_table(FILE_COLUMNS, "discover_files", stretch=3)
         self.files_table.itemSelectionChanged.connect(self._update_buttons)
         self.card = QTextBrowser()
         self.card.setObjectName("discover_card")

@@ -15,7 +15,6 @@ from PySide6.QtCore import QEvent, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFontDatabase, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QMessageBox,
     QPlainTextEdit,
@@ -41,6 +40,7 @@ from app.ui.context import AppContext
 from app.ui.models_estimator import ModelEstimator
 from app.ui.models_table import ENTRY_ROLE, LibraryFilter, LibraryTableModel, make_table_view
 from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.basic import wrapped_label
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
 
 log = logging.getLogger("app.ui.models")
@@ -53,15 +53,6 @@ def _monospace(name: str) -> QPlainTextEdit:
     edit.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
     edit.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
     return edit
-
-
-def _label(text: str = "", name: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    if name:
-        label.setObjectName(name)
-    return label
 
 
 class ModelsPanel(QWidget):
@@ -89,18 +80,18 @@ class ModelsPanel(QWidget):
         self.progress.setRange(0, 0)
         self.progress.setFixedWidth(120)
         self.progress.hide()
-        self.status_label = _label("", "library_status")
+        self.status_label = wrapped_label("", "library_status", selectable=True)
         self.model = LibraryTableModel(self)
         self.proxy = LibraryFilter(self)
         self.proxy.setSourceModel(self.model)
         self.table = make_table_view(self.proxy)
-        self.problems_label = _label("", "library_problems")
+        self.problems_label = wrapped_label("", "library_problems", selectable=True)
         self.problems_label.hide()
-        self.title = _label("Choose a model to see its details.", "model_title")
+        self.title = wrapped_label("Choose a model to see its details.", "model_title", selectable=True)
         self.load_button = QPushButton("Load in chat")
         self.show_button = QPushButton("Show in file manager")
         self.delete_button = QPushButton("Delete…")
-        self.notice = _label("", "models_notice")
+        self.notice = wrapped_label("", "models_notice", selectable=True)
         self.notice.hide()
         self.estimator = ModelEstimator()
         self.metadata_view = _monospace("metadata_view")

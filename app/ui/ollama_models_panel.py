@@ -12,10 +12,7 @@ from typing import Any
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFrame,
-    QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
@@ -29,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.services.ollama_service import LocalModel, OllamaError, OllamaService, OllamaStatus, PullProgress, RunningModel
 from app.ui.context import OLLAMA_PREFIX, AppContext
 from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.basic import read_only_table, widget_row, wrapped_label
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
 
 log = logging.getLogger("app.ui.ollama_models")
@@ -83,20 +81,6 @@ def _fill(table: QTableWidget, names: list[str], rows: list[list[tuple[str, str,
             table.setItem(row, column, item)
 
 
-def _table(columns: tuple[str, ...], name: str) -> QTableWidget:
-    table = QTableWidget(0, len(columns))
-    table.setObjectName(name)
-    table.setHorizontalHeaderLabels(list(columns))
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.verticalHeader().hide()
-    header = table.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-    return table
-
-
 class OllamaModelsPanel(QWidget):
     chat_requested = Signal(str)  # the model entry, "ollama:NAME"
 
@@ -119,28 +103,30 @@ class OllamaModelsPanel(QWidget):
 
     # --- layout ----------------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.status_label = _label("Checking for Ollama…", "ollama_models_status")
+        self.status_label = wrapped_label("Checking for Ollama…", "ollama_models_status")
         self.recheck_button = QPushButton("Check again")
         self.refresh_button = QPushButton("Refresh")
-        self.installed_table = _table(INSTALLED_COLUMNS, "ollama_installed")
-        self.empty_label = _label("Ollama has no models yet: pull one below, for example llama3.2.")
+        self.installed_table = read_only_table(INSTALLED_COLUMNS, "ollama_installed")
+        self.empty_label = wrapped_label("Ollama has no models yet: pull one below, for example llama3.2.")
         self.chat_button = QPushButton("Chat with it")
         self.delete_button = QPushButton("Delete…")
-        self.notice = _label()
-        self.confirm_text = _label()
+        self.notice = wrapped_label()
+        self.confirm_text = wrapped_label()
         self.confirm_delete_button = QPushButton("Delete")
         self.confirm_cancel_button = QPushButton("Cancel")
         self.confirm_bar = QFrame()  # an inline question, never a modal dialog
         self.confirm_bar.setFrameShape(QFrame.Shape.StyledPanel)
-        self.confirm_bar.setLayout(_row(self.confirm_text, self.confirm_delete_button, self.confirm_cancel_button))
-        self.running_table = _table(RUNNING_COLUMNS, "ollama_running")
+        self.confirm_bar.setLayout(
+            widget_row(self.confirm_text, self.confirm_delete_button, self.confirm_cancel_button, stretch_at=0)
+        )
+        self.running_table = read_only_table(RUNNING_COLUMNS, "ollama_running")
         self.pull_name = QLineEdit()
         self.pull_name.setPlaceholderText("Model to pull, for example llama3.2 or qwen3:4b")
         self.pull_button = QPushButton("Pull")
         self.pull_cancel = QPushButton("Cancel")
         self.pull_progress = QProgressBar()
         self.pull_progress.setFixedWidth(200)
-        self.pull_status = _label(name="pull_status")
+        self.pull_status = wrapped_label(name="pull_status")
         self.body = QWidget()
         self._lay_out()
         self._connect()
@@ -148,18 +134,18 @@ class OllamaModelsPanel(QWidget):
     def _lay_out(self) -> None:
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(_row(self.status_label, self.recheck_button, self.refresh_button))
+        layout.addLayout(widget_row(self.status_label, self.recheck_button, self.refresh_button, stretch_at=0))
         body = QVBoxLayout(self.body)
         body.setContentsMargins(0, 0, 0, 0)
         body.addWidget(_heading("Installed models"))
         body.addWidget(self.installed_table, 3)
         body.addWidget(self.empty_label)
-        body.addLayout(_row(self.chat_button, self.delete_button, self.notice, stretch_at=2))
+        body.addLayout(widget_row(self.chat_button, self.delete_button, self.notice, stretch_at=2))
         body.addWidget(self.confirm_bar)
         body.addWidget(_heading("Loaded in memory"))
         body.addWidget(self.running_table, 1)
         body.addWidget(_heading("Pull a model from the Ollama library"))
-        body.addLayout(_row(self.pull_name, self.pull_button, self.pull_progress, self.pull_cancel, stretch_at=0))
+        body.addLayout(widget_row(self.pull_name, self.pull_button, self.pull_progress, self.pull_cancel, stretch_at=0))
         body.addWidget(self.pull_status)
         layout.addWidget(self.body, 1)
         layout.addStretch(0)  # takes the room only while the body is hidden (Ollama not running)
@@ -418,21 +404,7 @@ class OllamaModelsPanel(QWidget):
         set_text_color(label, color)
 
 
-def _label(text: str = "", name: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setObjectName(name)
-    label.setWordWrap(True)
-    return label
-
-
 def _heading(text: str) -> QLabel:
     label = QLabel(f"<b>{text}</b>")
     label.setTextFormat(Qt.TextFormat.RichText)
     return label
-
-
-def _row(*widgets: QWidget, stretch_at: int = 0) -> QHBoxLayout:
-    row = QHBoxLayout()
-    for index, widget in enumerate(widgets):
-        row.addWidget(widget, 1 if index == stretch_at else 0)
-    return row

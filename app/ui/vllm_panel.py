@@ -18,9 +18,7 @@ from PySide6.QtGui import QGuiApplication, QHideEvent, QPalette, QShowEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
-    QPushButton,
     QRadioButton,
     QSplitter,
     QStackedWidget,
@@ -34,6 +32,7 @@ from app.services.vllm_env import VllmInstall
 from app.services.vllm_server import VllmServer, VllmServerError
 from app.ui.context import AppContext
 from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.basic import slot_button, widget_row, wrapped_label
 from app.ui.widgets.log_tail import LogTail, PhaseList
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
 from app.ui.widgets.vllm_environment_box import Detector, Installer, VllmEnvironmentBox
@@ -123,11 +122,11 @@ class VllmPanel(QWidget):
         self.stack.addWidget(self._managed_page())
         self.stack.addWidget(self.remote)
         self.remote_radio.toggled.connect(lambda on: self.stack.setCurrentIndex(1 if on else 0))
-        self.metrics_label = _label(name="vllm_metrics")
+        self.metrics_label = wrapped_label(name="vllm_metrics")
         self.metrics_label.hide()
         server = QGroupBox("Server")
         box = QVBoxLayout(server)
-        box.addLayout(_row(self.managed_radio, self.remote_radio, QWidget(), stretch_at=2))
+        box.addLayout(widget_row(self.managed_radio, self.remote_radio, QWidget(), stretch_at=2))
         box.addWidget(self.metrics_label)
         box.addWidget(self.stack, 1)
         layout = QVBoxLayout(self)
@@ -144,12 +143,12 @@ class VllmPanel(QWidget):
 
     def _managed_page(self) -> QWidget:
         self.form = VllmOptionsForm()
-        self.start_button = _button("Start", self.start_server)
-        self.stop_button = _button("Stop", self.stop_server)
-        self.copy_button = _button("Copy command", self.copy_command)
-        self.docker_button = _button("Copy docker run", self.copy_docker)
-        self.server_status = _label("Not running.", "vllm_server_status")
-        self.crash_label = _label(name="vllm_crash")
+        self.start_button = slot_button("Start", self.start_server)
+        self.stop_button = slot_button("Stop", self.stop_server)
+        self.copy_button = slot_button("Copy command", self.copy_command)
+        self.docker_button = slot_button("Copy docker run", self.copy_docker)
+        self.server_status = wrapped_label("Not running.", "vllm_server_status")
+        self.crash_label = wrapped_label(name="vllm_crash")
         self.crash_label.hide()
         self.phase_list = PhaseList()
         self.log_view = LogTail()
@@ -162,7 +161,7 @@ class VllmPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.form)
         buttons = (self.start_button, self.stop_button, self.copy_button, self.docker_button, self.server_status)
-        layout.addLayout(_row(*buttons, stretch_at=4))
+        layout.addLayout(widget_row(*buttons, stretch_at=4))
         layout.addWidget(self.crash_label)
         layout.addWidget(split, 1)
         return page
@@ -368,26 +367,6 @@ class VllmPanel(QWidget):
         palette = self.palette()
         color = error_color(palette) if error else muted_color(palette) if muted else None
         set_text_color(label, color or palette.color(QPalette.ColorRole.WindowText))
-
-
-def _label(text: str = "", name: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setObjectName(name)
-    label.setWordWrap(True)
-    return label
-
-
-def _row(*widgets: QWidget, stretch_at: int = 0) -> QHBoxLayout:
-    row = QHBoxLayout()
-    for index, widget in enumerate(widgets):
-        row.addWidget(widget, 1 if index == stretch_at else 0)
-    return row
-
-
-def _button(text: str, slot: Callable[[], object]) -> QPushButton:
-    button = QPushButton(text)
-    button.clicked.connect(lambda _checked=False: slot())
-    return button
 
 
 def _timer(parent: QWidget, interval_ms: int, slot: Callable[[], None]) -> QTimer:

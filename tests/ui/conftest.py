@@ -86,3 +86,36 @@ def make_window(qloop):
             window.deleteLater()
 
     qloop.run_until_complete(close_all())
+
+
+@pytest.fixture
+def make_standalone_panel(qloop, qtbot):
+    """Build a panel outside the main window, with its own AppContext: ``await make(build, size)`` where
+    ``build(context)`` returns the panel. Every panel is shut down and the spawned tasks drained at the end."""
+    import shiboken6
+
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.ui.context import AppContext
+    from app.ui.tasks import running_tasks
+
+    panels = []
+
+    async def make(build, size=(1100, 800)):
+        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        panel = build(context)
+        qtbot.addWidget(panel)
+        panel.resize(*size)
+        panel.show()
+        panels.append(panel)
+        return panel
+
+    yield make
+
+    async def finish():
+        for panel in panels:
+            if shiboken6.isValid(panel):
+                await panel.shutdown()
+        await until(lambda: not running_tasks(), timeout=60)
+
+    qloop.run_until_complete(finish())

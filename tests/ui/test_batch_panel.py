@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-import shiboken6
 from PySide6.QtGui import QGuiApplication
 
 from app.ui.tasks import running_tasks
@@ -29,32 +28,10 @@ def fake():
 
 
 @pytest.fixture
-def make_panel(qloop, qtbot):
-    from app.services.logbuffer import install_logging
-    from app.services.paths import app_paths
+def make_panel(make_standalone_panel):
     from app.ui.batch_panel import BatchPanel
-    from app.ui.context import AppContext
 
-    panels = []
-
-    async def make():
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
-        panel = BatchPanel(context)
-        qtbot.addWidget(panel)
-        panel.resize(1000, 800)
-        panel.show()
-        panels.append(panel)
-        return panel
-
-    yield make
-
-    async def finish():
-        for panel in panels:
-            if shiboken6.isValid(panel):
-                await panel.shutdown()
-        await _idle()
-
-    qloop.run_until_complete(finish())
+    return lambda: make_standalone_panel(BatchPanel, (1000, 800))
 
 
 def _write_input(path: Path, count: int, max_tokens: int, bad: dict[int, str] | None = None) -> Path:

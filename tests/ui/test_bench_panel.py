@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import psutil
 import pytest
-import shiboken6
 from PySide6.QtCore import QItemSelectionModel
 from PySide6.QtGui import QGuiApplication
 
@@ -19,32 +18,10 @@ async def _idle() -> None:
 
 
 @pytest.fixture
-def make_panel(qloop, qtbot):
-    from app.services.logbuffer import install_logging
-    from app.services.paths import app_paths
+def make_panel(make_standalone_panel):
     from app.ui.bench_panel import BenchPanel
-    from app.ui.context import AppContext
 
-    panels = []
-
-    async def make():
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
-        panel = BenchPanel(context)
-        qtbot.addWidget(panel)
-        panel.resize(1200, 800)
-        panel.show()
-        panels.append(panel)
-        return panel
-
-    yield make
-
-    async def finish():
-        for panel in panels:
-            if shiboken6.isValid(panel):
-                await panel.shutdown()
-        await _idle()
-
-    qloop.run_until_complete(finish())
+    return lambda: make_standalone_panel(BenchPanel, (1200, 800))
 
 
 def _small(panel, model: str, concurrency: str = "1,2", requests: int = 3, max_tokens: int = 8) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-import shiboken6
 
 from app.services.download_jobs import DONE, FAILED, PAUSED
 from app.services.hub import HubService
-from app.ui.tasks import running_tasks
 from tests.hf_server import HubServer, Repo, random_bytes, use_hub
 from tests.ui.conftest import until
 
@@ -26,33 +24,15 @@ def hub(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def make_panel(qloop, qtbot):
-    from app.services.logbuffer import install_logging
-    from app.services.paths import app_paths
-    from app.ui.context import AppContext
+def make_panel(make_standalone_panel):
     from app.ui.downloads_panel import DownloadsPanel
 
-    panels = []
-
     async def make():
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
-        panel = DownloadsPanel(context)
-        qtbot.addWidget(panel)
-        panel.resize(1000, 500)
-        panel.show()
-        panels.append(panel)
+        panel = await make_standalone_panel(DownloadsPanel, (1000, 500))
         await panel.start()
         return panel
 
-    yield make
-
-    async def finish():
-        for panel in panels:
-            if shiboken6.isValid(panel):
-                await panel.shutdown()
-        await until(lambda: not running_tasks(), timeout=10)
-
-    qloop.run_until_complete(finish())
+    return make
 
 
 def plan(repo_id: str, name: str):

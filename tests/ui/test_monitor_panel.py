@@ -40,32 +40,18 @@ def engines() -> list[EngineTarget]:
 
 
 @pytest.fixture
-def make_panel(qloop, qtbot):
-    from app.services.logbuffer import install_logging
-    from app.services.paths import app_paths
-    from app.ui.context import AppContext
+def make_panel(make_standalone_panel):
     from app.ui.monitor_panel import MonitorPanel
 
-    panels = []
-
     async def make(fake: FakePynvml, targets=engines):
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
-        panel = MonitorPanel(context, targets=targets, sampler_factory=sampler_factory(fake), autostart=False)
-        qtbot.addWidget(panel)
-        panel.resize(1100, 900)
-        panel.show()
-        panels.append(panel)
+        def build(context):
+            return MonitorPanel(context, targets=targets, sampler_factory=sampler_factory(fake), autostart=False)
+
+        panel = await make_standalone_panel(build, (1100, 900))
         await panel.start()
         return panel
 
-    yield make
-
-    async def finish():
-        for panel in panels:
-            if shiboken6.isValid(panel):
-                await panel.shutdown()
-
-    qloop.run_until_complete(finish())
+    return make
 
 
 def test_gpu_cards_engines_kv_grid_processes_and_charts(qloop, make_panel) -> None:

@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QProgressBar,
-    QPushButton,
     QSizePolicy,
     QWidget,
 )
@@ -28,6 +27,7 @@ from app.core.vllm_log import InstallProgress
 from app.services.paths import AppPaths
 from app.services.vllm_env import VllmEnvironment, VllmInstall, VllmInstallError, default_env_dir
 from app.ui.tasks import spawn
+from app.ui.widgets.basic import slot_button, wrapped_label
 from app.ui.widgets.log_tail import LogTail
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
 
@@ -60,14 +60,14 @@ class VllmEnvironmentBox(QGroupBox):
         self._remembered = python
         self._dialog: QFileDialog | None = None
         self.python_edit = QLineEdit(python, placeholderText="The python of an environment with vLLM (its bin/python)")
-        self.browse_button = _button("Browse…", self.browse)
-        self.status = _label("Looking for vLLM…", "vllm_env_status")
-        self.install_button = _button("Install vLLM", self.install_vllm)
+        self.browse_button = slot_button("Browse…", self.browse)
+        self.status = wrapped_label("Looking for vLLM…", "vllm_env_status")
+        self.install_button = slot_button("Install vLLM", self.install_vllm)
         self.install_button.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
         self.install_button.setToolTip(f"Creates {self.target_dir} and pip-installs vLLM into it (several GB).")
-        self.cancel_button = _button("Cancel", self.cancel_install)
+        self.cancel_button = slot_button("Cancel", self.cancel_install)
         self.progress = QProgressBar(maximum=1000)
-        self.install_status = _label(name="vllm_install_status")
+        self.install_status = wrapped_label(name="vllm_install_status")
         self.install_log = LogTail(300)
         self.install_log.setMaximumHeight(140)
         grid = QGridLayout(self)
@@ -206,16 +206,3 @@ def describe(install: VllmInstall | None, python: str, default_dir: Path) -> str
     if python:
         return f"No vLLM in {python}. Choose the python of an environment that has vLLM, or Install vLLM."
     return f"vLLM is not installed yet. Install vLLM (into {default_dir}; several GB), or choose its python above."
-
-
-def _label(text: str = "", name: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setObjectName(name)
-    label.setWordWrap(True)
-    return label
-
-
-def _button(text: str, slot: Callable[[], object]) -> QPushButton:
-    button = QPushButton(text)
-    button.clicked.connect(lambda _checked=False: slot())
-    return button

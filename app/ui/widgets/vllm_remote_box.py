@@ -8,18 +8,18 @@ failure is a :class:`RemoteError` whose message says what happened and what to d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.backends.base import BackendError
 from app.backends.vllm import DEFAULT_URL, normalize_url
 from app.core.lazy_import import lazy_import
 from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics
 from app.ui.tasks import spawn
+from app.ui.widgets.basic import slot_button
 from app.ui.widgets.modelfile_highlighter import error_color, muted_color, set_text_color
 
 if TYPE_CHECKING:
@@ -129,8 +129,8 @@ class VllmRemoteBox(QWidget):
         self.url_edit = QLineEdit(url, placeholderText=DEFAULT_URL)
         self.key_edit = QLineEdit(placeholderText="API key, if the server was started with one")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.connect_button = _button("Connect", self.connect_remote)
-        self.disconnect_button = _button("Disconnect", self.disconnect_remote)
+        self.connect_button = slot_button("Connect", self.connect_remote)
+        self.disconnect_button = slot_button("Disconnect", self.disconnect_remote)
         self.disconnect_button.setEnabled(False)
         self.status = QLabel("Not connected.")
         self.status.setObjectName("vllm_remote_status")
@@ -183,9 +183,3 @@ class VllmRemoteBox(QWidget):
         palette = self.palette()
         color = error_color(palette) if error else muted_color(palette) if muted else None
         set_text_color(self.status, color or palette.color(QPalette.ColorRole.WindowText))
-
-
-def _button(text: str, slot: Callable[[], object]) -> QPushButton:
-    button = QPushButton(text)
-    button.clicked.connect(lambda _checked=False: slot())
-    return button
