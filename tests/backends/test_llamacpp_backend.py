@@ -60,6 +60,27 @@ def test_load_and_stream_counts_match_llama_cpp(tiny_gguf):
     assert pid is not None
 
 
+def test_kv_usage_grows_while_the_reply_streams(long_context_gguf):
+    """The monitor reads kv_usage() while a reply is written: it must move token by token, not only at the end."""
+    params = SamplingParams(max_tokens=40, seed=1, temperature=0.0)
+
+    async def scenario():
+        backend = LlamaCppBackend()
+        try:
+            await backend.load(str(long_context_gguf), LoadParams(n_ctx=512))
+            seen = []
+            async for _delta in backend.stream_chat(USER_HI, params):
+                seen.append(backend.kv_usage().used_cells)
+            return seen, backend.kv_usage(), backend.stats()
+        finally:
+            await backend.close()
+
+    seen, final, stats = run(scenario())
+    assert len(seen) >= 20 and seen == sorted(seen) and seen[-1] > seen[0]
+    assert seen[0] >= stats.prompt_tokens  # the prompt is in the cache before the first token arrives
+    assert final.total_cells == 512 and seen[-1] <= final.used_cells + 1
+
+
 def test_no_template_picks_format_from_architecture(tiny_gguf_no_template):
     async def scenario():
         backend = LlamaCppBackend()

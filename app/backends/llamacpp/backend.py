@@ -203,6 +203,8 @@ class LlamaCppBackend(BackendBase):
             reply.first_at = reply.first_at or now
             reply.last_at = now
             reply.text.append(event["text"])
+            if self._model is not None and "kv_used" in event:  # live while generating; exact at "done"
+                self._kv = KvUsage(int(event["kv_used"]), self._model.n_ctx)
         elif event["event"] == "done":
             self._stats = _reply_stats(reply, event, now)
             if event.get("kv"):

@@ -191,6 +191,10 @@ class LlamaEngine:
             "kv": self.kv_usage(),
         }
 
+    def context_tokens(self) -> int:
+        """Tokens in the context right now (prompt + generated so far): a cheap live KV figure."""
+        return int(self.llm.n_tokens) if self.llm is not None else 0
+
     def kv_usage(self) -> dict[str, int] | None:
         if self.llm is None:
             return None

@@ -82,7 +82,9 @@ class Worker:
             result = self.engine.stream_chat(
                 command["messages"],
                 SamplingParams.from_dict(command.get("sampling", {})),
-                lambda text: self.send({"event": "delta", "id": request_id, "text": text}),
+                lambda text: self.send(
+                    {"event": "delta", "id": request_id, "text": text, "kv_used": self.engine.context_tokens()}
+                ),
             )
         finally:
             self._active_chat = None
