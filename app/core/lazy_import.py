@@ -19,3 +19,9 @@ class _LazyModule(ModuleType):
 def lazy_import(name: str) -> ModuleType:
     """A stand-in for module ``name`` whose code runs when one of its attributes is first read."""
     return _LazyModule(name)
+
+
+def import_now(*names: str) -> None:
+    """Import the real modules (call it off the Qt thread, so a stand-in's first use there costs nothing)."""
+    for name in names:
+        importlib.import_module(name)

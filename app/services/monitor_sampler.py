@@ -74,6 +74,7 @@ class MonitorSampler:
         self._http: Any = None
         self._trees = ProcessTrees()
         self._metrics_before: dict[str, tuple[float, VllmMetrics]] = {}
+        self._cells_before: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -139,9 +140,19 @@ class MonitorSampler:
                 used_cells=kv.used_cells,
                 total_cells=kv.total_cells,
                 cells_per_sequence=per_sequence,
+                generation_tokens_per_s=self._context_growth_per_s(target.kind, kv.used_cells, now),
             ),
             None,
         )
+
+    def _context_growth_per_s(self, key: str, used_cells: int, now: float) -> float | None:
+        """llama.cpp reports no token counter: tokens/s is how fast its context fills between two samples
+        (0 when idle or when a new chat shrank it)."""
+        before = self._cells_before.get(key)
+        self._cells_before[key] = (now, used_cells)  # one entry per engine kind
+        if before is None or now <= before[0]:
+            return None
+        return max(used_cells - before[1], 0) / (now - before[0])
 
     def _vllm_kv(self, url: str, now: float) -> tuple[KvReading | None, str | None]:
         try:

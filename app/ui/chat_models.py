@@ -7,9 +7,10 @@ import importlib
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.backends.base import Backend, BackendError, BackendState, StateKind
+from app.core.lazy_import import import_now
 from app.core.modelfile import Modelfile
 from app.core.params import LoadParams
 from app.core.preset_mapping import LlamaCppPreset, engine_switch_notes, to_llamacpp
@@ -126,7 +127,7 @@ class ChatModelsMixin:
     async def refresh_ollama_models(self) -> None:
         """List Ollama's models in the model picker when Ollama runs; a stopped Ollama is not an error."""
         loop = asyncio.get_running_loop()
-        module = await loop.run_in_executor(None, importlib.import_module, "app.services.ollama_service")
+        module = await loop.run_in_executor(None, _import_ollama_service)
         async with module.OllamaService(self.context.settings.ollama_host or None) as service:
             status = await service.status()
             models = await service.list_models() if status.running else []
@@ -228,3 +229,9 @@ class ChatModelsMixin:
         if state.kind is StateKind.FAILED and self.backend.model is None:
             self.model_bar.set_loaded(None)
             self.status.show_model(None)
+
+
+def _import_ollama_service() -> Any:
+    """The Ollama service module with the client library itself loaded (~150 ms): for an executor thread."""
+    import_now("ollama")
+    return importlib.import_module("app.services.ollama_service")

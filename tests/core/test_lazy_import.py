@@ -43,3 +43,16 @@ def test_missing_attribute_raises_attribute_error():
         assert "no_such_thing" in str(exc)
     else:
         raise AssertionError("expected AttributeError")
+
+
+def test_import_now_loads_the_real_module_for_a_stand_in():
+    code = (
+        "import sys\n"
+        "from app.core.lazy_import import import_now, lazy_import\n"
+        "stand_in = lazy_import('json.tool')\n"
+        "import_now('json.tool')\n"
+        "assert 'json.tool' in sys.modules and stand_in.main is sys.modules['json.tool'].main\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "ok"

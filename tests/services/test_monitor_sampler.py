@@ -175,6 +175,37 @@ def test_real_llamacpp_worker_kv_cells_after_a_turn(tiny_gguf) -> None:
         asyncio.run(backend.close())
 
 
+def test_real_llamacpp_tokens_per_second_while_a_reply_streams(long_context_gguf) -> None:
+    """llama.cpp has no token counter; the monitor's tok/s is how fast the live KV cells grow."""
+    backend = LlamaCppBackend()
+    sampler = MonitorSampler(
+        nvml=NvmlReader(FakePynvml([])), targets=lambda: [t for t in [llamacpp_target(backend)] if t]
+    )
+    rates: list[float | None] = []
+
+    async def turn() -> None:
+        await backend.load(str(long_context_gguf), LoadParams(n_ctx=512))
+        params = SamplingParams(max_tokens=120, temperature=0.0, seed=1)
+        async for index, _delta in _enumerate(backend.stream_chat([{"role": "user", "content": "Hi"}], params)):
+            if index in (10, 60):
+                (engine,) = sampler.sample().engines
+                rates.append(engine.kv.generation_tokens_per_s if engine.kv else None)
+
+    try:
+        asyncio.run(asyncio.wait_for(turn(), 120))
+    finally:
+        asyncio.run(backend.close())
+    assert rates[0] is None  # one sample: no rate yet
+    assert rates[1] is not None and rates[1] > 1.0
+
+
+async def _enumerate(stream):
+    index = 0
+    async for item in stream:
+        yield index, item
+        index += 1
+
+
 @pytest.mark.slow
 def test_real_vllm_under_load_shows_kv_usage_and_running(vllm_server) -> None:
     url, model = vllm_server.base_url, vllm_server.served_model_name
