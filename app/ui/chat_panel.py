@@ -53,6 +53,7 @@ class _Observer(ChatObserver):
     def reply_delta(self, text: str) -> None:
         if self.visible:
             self.panel.view.append_reply(text)
+            self.panel.status.show_kv(self.panel.backend.kv_usage())  # the context fills as the reply grows
 
     def reply_finished(self, message: Message) -> None:
         if self.visible:

@@ -77,6 +77,10 @@ def test_stop_regenerate_edit_and_history_survive_reopen(qtbot, qloop, make_wind
 
         _send(qtbot, panel, "first question")
         await _streamed_text(panel)
+        # The status bar's context figure moves while the reply is still being written.
+        seen = window.status.context_label.text()
+        assert panel.session.generating and seen != "Context: 0 / 4,096 (0%)"
+        await until(lambda: window.status.context_label.text() != seen and panel.session.generating)
         qtbot.keyClick(panel.input, Qt.Key.Key_Escape)
         await until(_reply_done(panel, 2))
         stopped = _messages(panel)[1]
