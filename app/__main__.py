@@ -1,8 +1,12 @@
+import os
 import sys
 
 
 def _entry() -> int:
-    from app.backends.llamacpp.process import FROZEN_WORKER_FLAG
+    from app.backends.llamacpp.process import FROZEN_WORKER_FLAG, restore_library_path
+
+    if getattr(sys, "frozen", False):
+        restore_library_path(os.environ)  # a bundled child (the worker) gets the path again from its bootloader
 
     if sys.argv[1:2] == [FROZEN_WORKER_FLAG]:  # a frozen bundle starting its llama.cpp worker
         from app.backends.llamacpp.worker import main as worker_main

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from app.commands import EXIT_BAD_INPUT, EXIT_FAILED, fail
+from app.commands_batch import API_KEY_ENV
 from app.core.bench_stats import BenchRow, text_table
 from app.core.bench_workload import BenchWorkload, parse_concurrencies, parse_levels
 
@@ -43,7 +45,11 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
     bench.add_argument("--backend", required=True, choices=("llamacpp", "vllm", "ollama"))
     bench.add_argument("--model", default="", help="GGUF path (llamacpp), served name (vllm) or Ollama model name")
     bench.add_argument("--endpoint", default=None, help="vLLM server URL or Ollama host")
-    bench.add_argument("--api-key", default=None, help="the vLLM server's API key")
+    bench.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV),
+        help=f"the vLLM server's API key (default: ${API_KEY_ENV}; prefer it: a command line is visible to others)",
+    )
     bench.add_argument("--server-pid", type=int, default=None, help="PID of a local vLLM server (default: by port)")
     bench.add_argument("--concurrency", default="1,8,32", help="comma-separated levels (default 1,8,32)")
     bench.add_argument("--requests", type=int, default=defaults.requests, help="measured requests per level")

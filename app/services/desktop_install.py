@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -176,9 +177,15 @@ def _usable_dir(data_dir: Path) -> Path:
 
 def _write(target: Path, data: bytes, result: DesktopResult) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
-    partial.write_bytes(data)
-    partial.replace(target)
+    fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:  # a fresh file: never writes through a link planted at a fixed name
+            out.write(data)
+        os.chmod(partial, 0o644)
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
     result.files.append(target)
 
 

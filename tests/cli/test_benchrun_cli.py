@@ -138,3 +138,11 @@ def test_parser_has_the_documented_options():
     )
     assert (args.backend, args.requests, args.max_tokens, args.warmup, args.seed) == ("vllm", 9, 7, 0, 3)
     assert args.save and args.json and args.api_key == "k"
+
+
+def test_api_key_comes_from_the_environment_not_only_the_command_line(monkeypatch):
+    monkeypatch.setenv("LLMW_API_KEY", "from-env")
+    args = build_parser().parse_args(["bench", "run", "--backend", "vllm", "--model", "m"])
+    assert args.api_key == "from-env"
+    args = build_parser().parse_args(["bench", "run", "--backend", "vllm", "--model", "m", "--api-key", "given"])
+    assert args.api_key == "given"

@@ -172,3 +172,19 @@ def test_bundle_window_on_x11_has_the_desktop_entry_wm_class(bundle_dir, bundle_
         app.terminate()  # SIGTERM closes the window the normal way
         app.communicate(timeout=30)
     assert app.returncode == 0
+
+
+def test_programs_the_bundle_starts_see_the_users_library_path(bundle_dir, bundle_env):
+    """PyInstaller points LD_LIBRARY_PATH at the bundle's own libraries; pip, vLLM or xdg-open started from the
+    app must not load those (the bundled worker above still finds them through its own bootloader)."""
+    env = {k: v for k, v in bundle_env.items() if k not in ("LD_LIBRARY_PATH", "LD_LIBRARY_PATH_ORIG")}
+    code = (
+        "import subprocess; "
+        "print(subprocess.run(['sh', '-c', 'echo ${LD_LIBRARY_PATH-unset}'], capture_output=True, text=True).stdout)"
+    )
+    done = _run([str(bundle_dir / "llm-workstation"), "-c", code], env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "unset"
+    env["LD_LIBRARY_PATH"] = "/usr/local/lib/mine"
+    done = _run([str(bundle_dir / "llm-workstation"), "-c", code], env)
+    assert done.stdout.strip() == "/usr/local/lib/mine"

@@ -36,7 +36,15 @@ def installed_root(deb_file, tmp_path_factory) -> Path:
     (admin / "status").touch()
     # --force-depends: the throwaway root has no libc6 & co. registered; the host provides the libraries.
     done = subprocess.run(
-        ["dpkg", f"--root={root}", "--force-depends", "--force-script-chrootless", "-i", str(deb_file)],
+        [
+            "dpkg",
+            f"--root={root}",
+            "--force-depends",
+            "--force-script-chrootless",
+            "--force-not-root",
+            "-i",
+            str(deb_file),
+        ],
         capture_output=True,
         text=True,
     )
@@ -156,7 +164,15 @@ def test_depends_are_real_debian_packages(deb_file):
 
 def test_dpkg_remove_takes_everything_away(installed_root, deb_file):
     done = subprocess.run(
-        ["dpkg", f"--root={installed_root}", "--force-depends", "--force-script-chrootless", "-r", "llm-workstation"],
+        [
+            "dpkg",
+            f"--root={installed_root}",
+            "--force-depends",
+            "--force-script-chrootless",
+            "--force-not-root",
+            "-r",
+            "llm-workstation",
+        ],
         capture_output=True,
         text=True,
     )

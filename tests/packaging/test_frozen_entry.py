@@ -50,3 +50,14 @@ def test_vllm_install_uses_system_python_when_frozen(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(vllm_env.VllmInstallError, match="install python3"):
         vllm_env._base_python()
+
+
+def test_children_of_a_bundle_get_the_users_library_path_back():
+    from app.backends.llamacpp.process import restore_library_path
+
+    bundled = {"LD_LIBRARY_PATH": "/opt/llm-workstation/_internal", "LD_LIBRARY_PATH_ORIG": "/usr/local/lib"}
+    restore_library_path(bundled)
+    assert bundled == {"LD_LIBRARY_PATH": "/usr/local/lib"}
+    unset_before = {"LD_LIBRARY_PATH": "/opt/llm-workstation/_internal", "HOME": "/root"}
+    restore_library_path(unset_before)
+    assert unset_before == {"HOME": "/root"}

@@ -130,3 +130,17 @@ def test_xdg_data_home_rules(tmp_path):
     assert xdg_data_home({"XDG_DATA_HOME": str(tmp_path), "HOME": "/h"}) == tmp_path
     assert xdg_data_home({"XDG_DATA_HOME": "relative/dir", "HOME": "/h"}) == Path("/h/.local/share")
     assert xdg_data_home({"HOME": "/h"}) == Path("/h/.local/share")
+
+
+def test_install_never_writes_through_a_link_planted_in_the_target_folder(data_home, tmp_path, capsys):
+    """The files are written to fresh temporary names, so a symlink someone left at a predictable name
+    (``<entry>.part``) cannot redirect the write to a file the app does not own."""
+    outside = tmp_path / "not-ours.txt"
+    outside.write_text("keep me")
+    applications = data_home / "applications"
+    applications.mkdir(parents=True)
+    (applications / f"{DESKTOP_ID}.desktop.part").symlink_to(outside)
+    assert main(["install-desktop"]) == 0
+    assert outside.read_text() == "keep me"
+    assert (applications / f"{DESKTOP_ID}.desktop").is_file()
+    assert not list(applications.glob(f".{DESKTOP_ID}.desktop.*.part"))

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -142,3 +142,14 @@ class WorkerProcess:
     def kill(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
+
+
+def restore_library_path(environ: MutableMapping[str, str]) -> None:
+    """In a frozen bundle PyInstaller's bootloader points LD_LIBRARY_PATH at the bundle's own libraries (its
+    libstdc++, OpenSSL, glib…). This process has already read it; programs we start (pip, vLLM, xdg-open, the
+    desktop-cache tools) must see the user's value, or they load the bundle's copies and can fail."""
+    original = environ.pop("LD_LIBRARY_PATH_ORIG", None)
+    if original is not None:
+        environ["LD_LIBRARY_PATH"] = original
+    else:
+        environ.pop("LD_LIBRARY_PATH", None)
