@@ -150,6 +150,13 @@ def uninstall(data_dir: Path, *, run_tools: bool = True) -> DesktopResult:
     """Remove the files :func:`install` writes (and nothing else) from ``data_dir``."""
     targets = DesktopTargets(Path(data_dir).expanduser())
     result = DesktopResult()
+    owner = _package_owning(targets.desktop_file)
+    if owner:
+        raise DesktopInstallError(
+            f"{targets.desktop_file} belongs to the installed package {owner!r}: remove it with your package "
+            f"manager (e.g. `apt remove {owner}`), not with --uninstall.",
+            bad_input=True,
+        )
     for path in targets.all_files():
         try:
             path.unlink()
@@ -161,6 +168,20 @@ def uninstall(data_dir: Path, *, run_tools: bool = True) -> DesktopResult:
     if run_tools and result.files:
         _refresh_caches(targets, result)
     return result
+
+
+def _package_owning(path: Path) -> str | None:
+    """The Debian package that installed ``path`` (``dpkg -S``), or None (not dpkg-managed, or no dpkg)."""
+    dpkg = shutil.which("dpkg")
+    if dpkg is None or not path.exists():
+        return None
+    try:
+        found = subprocess.run([dpkg, "-S", str(path)], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if found.returncode != 0 or ":" not in found.stdout:
+        return None
+    return found.stdout.split(":", 1)[0].strip() or None
 
 
 def _resource(*parts: str) -> Path:

@@ -144,3 +144,18 @@ def test_install_never_writes_through_a_link_planted_in_the_target_folder(data_h
     assert outside.read_text() == "keep me"
     assert (applications / f"{DESKTOP_ID}.desktop").is_file()
     assert not list(applications.glob(f".{DESKTOP_ID}.desktop.*.part"))
+
+
+@pytest.mark.skipif(shutil.which("dpkg") is None, reason="dpkg is missing (not a Debian-family system)")
+def test_package_owner_lookup_uses_dpkg():
+    owner = desktop_install._package_owning(Path("/usr/bin/dpkg"))
+    assert owner == "dpkg"
+    assert desktop_install._package_owning(Path("/nonexistent/thing.desktop")) is None
+
+
+def test_uninstall_refuses_files_a_package_installed(data_home, capsys, monkeypatch):
+    assert main(["install-desktop"]) == 0
+    monkeypatch.setattr(desktop_install, "_package_owning", lambda path: "llm-workstation")
+    assert main(["install-desktop", "--uninstall"]) == 2
+    assert "apt remove llm-workstation" in capsys.readouterr().err
+    assert (data_home / "applications" / f"{DESKTOP_ID}.desktop").is_file()
