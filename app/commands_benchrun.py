@@ -39,8 +39,12 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
         "run",
         help="throughput, TTFT and latency percentiles, peak memory and KV per concurrency, for one engine",
         description="Run the fixed, seeded bench workload against one engine at each concurrency: warm-up, then "
-        "--requests prompts (24/96/384 words, 50/30/20 %) by N closed-loop clients. llama.cpp runs one stream: "
-        "at N > 1 the clients queue for it and the rows say so. vLLM replies ignore EOS (exactly --max-tokens).",
+        "--requests prompts (24/96/384 words, 50/30/20 %) by N closed-loop clients. Each prompt starts with the "
+        "tag [run <nonce> c<N> r<k>] (nonce: random per run, saved in the result's workload), so no level or "
+        "later run reuses another's prompt prefix cache. llama.cpp runs one stream: at N > 1 the clients queue "
+        "for it and the rows say so. vLLM replies ignore EOS (exactly --max-tokens). Max sustained: the most "
+        "replies the engine ran at once without errors (vLLM: capped at the peak running requests in /metrics; "
+        "Ollama: unknown, it queues beyond OLLAMA_NUM_PARALLEL).",
     )
     bench.add_argument("--backend", required=True, choices=("llamacpp", "vllm", "ollama"))
     bench.add_argument("--model", default="", help="GGUF path (llamacpp), served name (vllm) or Ollama model name")

@@ -74,11 +74,14 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_BAD_INPUT)
     from app.services.machine_memory import read_machine_memory
 
-    verdict = fit_verdict(header, settings, read_machine_memory())
+    machine = read_machine_memory()
+    verdict = fit_verdict(header, settings, machine)
     if args.json:
         print(json.dumps({**info.to_dict(), "estimate": estimate.to_dict(), "fits": verdict.to_dict()}))
         return 0
     print(_summary(info, estimate, settings))
+    if estimate.gpu_layers and not machine.gpu_free_bytes:
+        print("  (the GPU split is what a GPU machine would use: this one has no GPU, so all of it runs from RAM)")
     print(verdict.summary)
     for suggestion in verdict.suggestions:
         print(f"  - {suggestion}")

@@ -2,9 +2,10 @@
 
 Serves ``GET /api/models`` (search), ``GET /api/models/{repo}[/revision/{rev}]`` (model info with siblings
 and LFS data when ``blobs=true``) and ``HEAD/GET /{repo}/resolve/{rev}/{path}`` with ETag, X-Repo-Commit,
-Content-Length, Accept-Ranges and Range (206 / 416). Gated repositories answer 401 (no token) or 403 (wrong
-token) with ``X-Error-Code: GatedRepo``, as the Hub does. Every resolve request is logged with its Range and
-the body bytes actually sent, so tests can prove what a resumed download re-fetched.
+Content-Length, Accept-Ranges and Range (206 / 416; with ``ignore_range``, 200 and the whole file). Gated
+repositories answer 401 (no token) or 403 (wrong token) with ``X-Error-Code: GatedRepo``, as the Hub does. Every
+resolve request is logged with its Range and the body bytes actually sent, so tests can prove what a resumed
+download re-fetched.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class HubServer:
         self.throttle_bytes_per_s: float | None = None
         self.chunk_bytes = 64 << 10
         self.redirect_lfs = False  # answer LFS resolves with a 302 to /cdn/..., as huggingface.co does
+        self.ignore_range = False  # answer every GET with 200 and the whole file, as some mirrors do
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -272,7 +274,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
         def _range(self, size: int) -> tuple[int, int, int]:
             """(first byte, end exclusive, status) for the request's Range header."""
             header = self.headers.get("Range", "")
-            if not header.startswith("bytes="):
+            if hub.ignore_range or not header.startswith("bytes="):
                 return 0, size, 200
             first, _, last = header[len("bytes=") :].partition("-")
             start, end = int(first), min(int(last) + 1, size) if last else size

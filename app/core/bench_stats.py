@@ -88,18 +88,28 @@ def summarize(
     )
 
 
+def sustained(row: BenchRow) -> int | None:
+    """The replies ``row``'s engine generated at once, as far as it is known (a queue is not concurrency):
+    its fixed ``parallel_streams`` (llama.cpp: 1), else the peak ``num_requests_running`` read from vLLM's
+    ``/metrics``, each capped at the concurrency; None when the engine says neither (Ollama queues requests
+    beyond OLLAMA_NUM_PARALLEL and does not report it; a vLLM whose /metrics could not be read)."""
+    if row.skipped or row.errors or not row.requests:
+        return None
+    limit = row.parallel_streams or row.peak_running_requests
+    return min(row.concurrency, limit) if limit else None
+
+
 def with_sustained(rows: Iterable[BenchRow]) -> list[BenchRow]:
-    """Set ``max_concurrency_sustained`` on every row: per backend, the highest concurrency that ran with no
-    errors and was not skipped, capped at the engine's parallel streams (a queue is not concurrency)."""
+    """Set ``max_concurrency_sustained`` on every row: per backend, the most of ``sustained`` over the rows
+    that ran with no errors and were not skipped; None when none of them is known."""
     from dataclasses import replace
 
     rows = list(rows)
-    best: dict[str, int | None] = {}
+    best: dict[str, int] = {}
     for row in rows:
-        if row.skipped or row.errors or not row.requests:
-            continue
-        sustained = min(row.concurrency, row.parallel_streams or row.concurrency)
-        best[row.backend] = max(best.get(row.backend) or 0, sustained)
+        value = sustained(row)
+        if value is not None:
+            best[row.backend] = max(best.get(row.backend, 0), value)
     return [replace(row, max_concurrency_sustained=best.get(row.backend)) for row in rows]
 
 

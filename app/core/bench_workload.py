@@ -10,14 +10,20 @@ One configuration (an engine at one concurrency) runs like this:
    EOS if the model emits one, which the token counts then show).
 3. **Prompts**: a mix of lengths, in words of a fixed vocabulary: ``prompt_words`` lengths drawn with
    ``prompt_weights`` (default 24 words 50 %, 96 words 30 %, 384 words 20 %), shuffled with ``seed``. The same
-   seed gives the same prompts, in the same order, on every machine and engine; request ``i`` also samples
-   with seed ``seed + i`` at temperature 0 (greedy), so replies are reproducible.
+   seed gives the same prompt bodies, in the same order, on every machine and engine; request ``i`` also
+   samples with seed ``seed + i`` at temperature 0 (greedy), so replies are reproducible.
+4. **Run tag**: each measured prompt starts with the line ``[run <nonce> c<N> r<k>]`` (``nonce``: random per
+   run, recorded in the result's workload; ``N``: the concurrency; ``k``: the repetition), then
+   ``Request <i>: continue this text.`` and the seeded body. No level, repetition or later run on the same
+   live server can reuse another's prompt prefix cache (vLLM V1 caches prefixes), so each pays its own prompt
+   processing. The same seed and nonce give the same prompts.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, fields
+import secrets
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 WARMUP_MAX_TOKENS = 8
@@ -44,6 +50,11 @@ class BenchWorkload:
     prompt_words: tuple[int, ...] = (24, 96, 384)
     prompt_weights: tuple[float, ...] = (0.5, 0.3, 0.2)
     temperature: float = 0.0
+    nonce: str = ""  # the run's tag in every measured prompt; ``with_nonce`` gives a fresh one
+
+    def with_nonce(self) -> BenchWorkload:
+        """This workload with a fresh random ``nonce`` when it has none (each run measures uncached prompts)."""
+        return self if self.nonce else replace(self, nonce=secrets.token_hex(4))
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, in words that say what to change; empty when it can run."""
@@ -66,11 +77,13 @@ class BenchWorkload:
             found.append("At least one prompt length needs a weight above 0.")
         return found
 
-    def prompts(self) -> list[str]:
-        """The ``requests`` measured prompts, seeded: the same workload gives the same list everywhere."""
+    def prompts(self, concurrency: int = 1, repetition: int = 1) -> list[str]:
+        """The ``requests`` measured prompts of one level and repetition: the run tag (see the module text),
+        then the seeded body, the same for every level and run. Same seed and nonce: the same list everywhere."""
         rng = random.Random(self.seed)
         lengths = rng.choices(self.prompt_words, weights=self.prompt_weights, k=self.requests)
-        return [_prompt(i, n, rng) for i, n in enumerate(lengths)]
+        tag = " ".join(part for part in ("run", self.nonce, f"c{concurrency}", f"r{repetition}") if part)
+        return [f"[{tag}]\n{_prompt(i, n, rng)}" for i, n in enumerate(lengths)]
 
     def warmup_prompts(self) -> list[str]:
         rng = random.Random(self.seed - 1)

@@ -46,6 +46,14 @@ def gib(n_bytes: int) -> str:
     return f"{n_bytes / GIB:.2f} GiB"
 
 
+NO_GPU_NOTE = "no GPU here: everything runs from RAM"
+
+
+def _on_this_machine(settings: EstimateSettings, machine: MachineMemory) -> EstimateSettings:
+    """Without a GPU, llama.cpp keeps every layer on the host whatever n_gpu_layers asks: judge it that way."""
+    return settings if machine.gpu_free_bytes or settings.n_gpu_layers == 0 else replace(settings, n_gpu_layers=0)
+
+
 def _state(estimate: MemoryEstimate, machine: MachineMemory) -> tuple[str, int, int, str]:
     """(state, needed, available, where) for the tighter of GPU and host memory."""
     gpu_free = sum(machine.gpu_free_bytes)
@@ -61,20 +69,25 @@ def _state(estimate: MemoryEstimate, machine: MachineMemory) -> tuple[str, int, 
 
 
 def fit_verdict(header: GgufHeader, settings: EstimateSettings, machine: MachineMemory) -> FitVerdict:
-    """fits / tight / wont_fit for ``settings`` on ``machine``, with computed suggestions when not "fits"."""
+    """fits / tight / wont_fit for ``settings`` on ``machine``, with computed suggestions when not "fits".
+
+    On a machine without a GPU the whole load is judged against system RAM (as llama.cpp runs it there)."""
+    settings = _on_this_machine(settings, machine)
     estimate = estimate_memory(header, settings)
     state, needed, available, where = _state(estimate, machine)
     words = {FITS: "Fits", TIGHT: "Tight fit", WONT_FIT: "Won't fit"}
     summary = f"{words[state]}: needs {gib(needed)} of {gib(available)} {where}"
     if estimate.gpu_bytes and where != "free VRAM":
         summary += f" ({gib(estimate.gpu_bytes)} on the GPU)"
+    elif not machine.gpu_free_bytes:
+        summary += f" ({NO_GPU_NOTE})"
     summary += "."
     suggestions = () if state == FITS else tuple(_suggestions(header, settings, machine))
     return FitVerdict(state, summary, suggestions, needed, available)
 
 
 def _fits(header: GgufHeader, settings: EstimateSettings, machine: MachineMemory) -> bool:
-    return _state(estimate_memory(header, settings), machine)[0] == FITS
+    return _state(estimate_memory(header, _on_this_machine(settings, machine)), machine)[0] == FITS
 
 
 def _suggestions(header: GgufHeader, settings: EstimateSettings, machine: MachineMemory) -> list[str]:

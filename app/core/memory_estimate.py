@@ -105,7 +105,18 @@ class ModelShape:
 
 
 def model_shape(header: GgufHeader) -> ModelShape:
-    """The shape llama.cpp derives from the metadata; raises EstimateError when a key is missing."""
+    """The shape llama.cpp derives from the metadata; raises EstimateError when a key is missing or malformed."""
+    try:
+        return _model_shape(header)
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, EstimateError):
+            raise
+        raise EstimateError(
+            f"{header.path.name} has malformed shape metadata ({exc}), so its memory cannot be estimated."
+        ) from exc
+
+
+def _model_shape(header: GgufHeader) -> ModelShape:
     name = header.path.name
 
     def required(key: str) -> int | list:

@@ -6,7 +6,8 @@
 * **vLLM**: any OpenAI-compatible vLLM server (app-managed or ``--endpoint``), through the app's streaming client
   (``app.backends.openai_stream``) with ``include_usage`` for exact token counts and ``ignore_eos`` so each
   reply is ``max_tokens`` long; ``/metrics`` gives KV usage, running requests and preemptions.
-* **Ollama**: a running Ollama server; one ``OllamaBackend`` per client (each streams one reply at a time).
+* **Ollama**: a running Ollama server; one ``OllamaBackend`` per client (each streams one reply at a time), all
+  created and loaded by ``prepare`` before the measured set, so no request's clock includes a client's set-up.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class BenchDriver(Protocol):
         """Connect / load; returns the model's name. Raises BenchRunError."""
         ...
 
+    async def prepare(self, clients: int) -> None:
+        """Set up ``clients`` concurrent clients before the measured set starts. Raises BenchRunError."""
+        ...
+
     async def one(self, prompt: str, seed: int, max_tokens: int, temperature: float) -> RequestSample: ...
 
     def pid(self) -> int | None:
@@ -102,6 +107,9 @@ class LlamaCppDriver:
     def pid(self) -> int | None:
         return self.backend.worker_pid
 
+    async def prepare(self, clients: int) -> None:
+        return None  # the clients share the one worker
+
     async def one(self, prompt: str, seed: int, max_tokens: int, temperature: float) -> RequestSample:
         sent = time.perf_counter()
         first: float | None = None
@@ -136,7 +144,7 @@ class LlamaCppDriver:
 class VllmDriver:
     name = "vllm"
     parallel_streams: int | None = None
-    note = ""
+    note = "max sustained: at most the peak requests running in vLLM's /metrics (unknown if it was not read)"
 
     def __init__(self, target: BenchTarget) -> None:
         from app.backends.openai_stream import openai_client
@@ -185,6 +193,9 @@ class VllmDriver:
     def pid(self) -> int | None:
         return self._pid
 
+    async def prepare(self, clients: int) -> None:
+        return None  # the clients share one HTTP client (a connection pool)
+
     async def one(self, prompt: str, seed: int, max_tokens: int, temperature: float) -> RequestSample:
         from app.backends.openai_stream import ChatStream, request_body, run_reply
 
@@ -223,7 +234,8 @@ class VllmDriver:
 class OllamaDriver:
     name = "ollama"
     parallel_streams: int | None = None
-    note = "Ollama runs OLLAMA_NUM_PARALLEL replies at once; more wait in its queue"
+    note = ("max sustained unknown: Ollama runs OLLAMA_NUM_PARALLEL replies at once and queues the rest, "
+            "and its API does not say how many")  # fmt: skip
 
     def __init__(self, target: BenchTarget) -> None:
         self.target = target
@@ -233,10 +245,11 @@ class OllamaDriver:
         self._host = ""
 
     async def _backend(self) -> Any:
+        return self._idle.pop() if self._idle else await self._new_backend()
+
+    async def _new_backend(self) -> Any:
         from app.backends.base import create_backend
 
-        if self._idle:
-            return self._idle.pop()
         backend = create_backend("ollama", host=self.target.endpoint or None)
         self._all.append(backend)
         await backend.load(self.target.model, LoadParams(n_ctx=self.target.n_ctx))
@@ -257,12 +270,20 @@ class OllamaDriver:
     def pid(self) -> int | None:
         return self._pid
 
-    async def one(self, prompt: str, seed: int, max_tokens: int, temperature: float) -> RequestSample:
-        sent = time.perf_counter()
+    async def prepare(self, clients: int) -> None:
+        """Create and load ``clients`` backends now, so no measured request pays for one's set-up."""
         try:
-            backend = await self._backend()
+            while len(self._all) < clients:
+                self._idle.append(await self._new_backend())
+        except BackendError as exc:
+            raise BenchRunError(f"cannot set up {clients} Ollama clients: {exc}") from None
+
+    async def one(self, prompt: str, seed: int, max_tokens: int, temperature: float) -> RequestSample:
+        try:
+            backend = await self._backend()  # prepared before the measured set: taken at once
         except BackendError as exc:
             return RequestSample(False, error=str(exc))
+        sent = time.perf_counter()
         try:
             async for _delta in backend.stream_chat(_messages(prompt), _sampling(max_tokens, seed, temperature)):
                 pass

@@ -1,9 +1,10 @@
 """``bench run``: the fixed workload (``app.core.bench_workload``) against one engine at several concurrencies.
 
-For each concurrency: warm-up, then the measured set by N closed-loop clients while a helper thread samples the
-engine's peak memory (``app.services.bench_memory``) and, for vLLM, a task reads ``/metrics`` every
-``METRICS_INTERVAL_S`` for peak KV usage, running requests and preemptions. Tokens are the engine's own counts
-(llama.cpp's sampled tokens, vLLM's ``usage``, Ollama's ``eval_count``). The result is a dict:
+For each concurrency: warm-up, the N clients set up (``BenchDriver.prepare``), then the measured set (prompts
+tagged with the run's nonce and the level, see ``app.core.bench_workload``) by N closed-loop clients while a
+helper thread samples the engine's peak memory (``app.services.bench_memory``) and, for vLLM, a task reads
+``/metrics`` every ``METRICS_INTERVAL_S`` for peak KV usage, running requests and preemptions. Tokens are the
+engine's own counts (llama.cpp's sampled tokens, vLLM's ``usage``, Ollama's ``eval_count``). The result is a dict:
 ``{"target", "workload", "machine", "rows": [BenchRow.to_dict()…]}`` (see ``app.core.bench_stats.BenchRow``).
 
 An engine that cannot be reached or load the model gives skipped rows with the reason, not an exception;
@@ -87,6 +88,7 @@ async def run_bench(
     problems = workload.problems()
     if problems:
         raise BenchRunError(" ".join(problems))
+    workload = workload.with_nonce()  # the run's own prompt tag: no level or run reuses another's prefix cache
     own_nvml = nvml is None
     reader = nvml if nvml is not None else await asyncio.to_thread(_new_nvml)
     try:
@@ -149,6 +151,10 @@ async def _configuration(
     say(BenchProgress(index, levels, concurrency, "warm-up"))
     for n, prompt in enumerate(workload.warmup_prompts()):
         await driver.one(prompt, workload.request_seed(-1 - n), WARMUP_MAX_TOKENS, workload.temperature)
+    try:
+        await driver.prepare(min(concurrency, workload.requests * workload.repetitions))
+    except BenchRunError as exc:
+        return BenchRow(driver.name, concurrency, note=driver.note, skipped=str(exc))
     driver.take_peak_kv()
     watch = _MetricsWatch(driver)
     await watch.begin()
@@ -176,10 +182,11 @@ async def _measure(
     driver: BenchDriver, workload: BenchWorkload, concurrency: int, on_done: Callable[[int, int], None]
 ) -> tuple[list[RequestSample], float]:
     """The measured set by ``concurrency`` closed-loop clients; returns the samples and the wall time."""
-    prompts = workload.prompts()
-    jobs = iter([(i, p) for _ in range(workload.repetitions) for i, p in enumerate(prompts)])
-    total = len(prompts) * workload.repetitions
+    rounds = [workload.prompts(concurrency, k) for k in range(1, workload.repetitions + 1)]
+    jobs = iter([(i, p) for prompts in rounds for i, p in enumerate(prompts)])
+    total = sum(len(prompts) for prompts in rounds)
     samples: list[RequestSample] = []
+    on_done(0, total)
 
     async def client() -> None:
         for request_index, prompt in jobs:  # one shared iterator: each client takes the next job

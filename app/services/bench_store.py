@@ -6,6 +6,7 @@ A run is ``{"id", "saved_at", "target", "workload", "machine", "rows"}``; ``id``
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from app.core.bench_stats import BenchRow, compare_rows
+
+log = logging.getLogger("app.services.bench")
 
 
 class BenchStoreError(Exception):
@@ -84,13 +87,13 @@ class BenchStore:
         return data
 
     def runs(self) -> list[SavedRun]:
-        """Every readable saved run, newest first (unreadable files are left out)."""
+        """Every readable saved run, newest first (unreadable files are left out, with a logged warning)."""
         runs = []
         for path in sorted(self.folder.glob("*.json"), reverse=True):
             try:
-                runs.append(_summary(self.load(path.stem)))
-            except (BenchStoreError, TypeError, ValueError):
-                continue
+                runs.append(_summary(self.load(path.stem), path.stem))
+            except (BenchStoreError, TypeError, ValueError, KeyError, AttributeError) as exc:
+                log.warning("Leaving the saved bench run %s out of the list: %s", path, exc)
         return runs
 
     def compare(self, before_id: str, after_id: str) -> list[dict[str, Any]]:
@@ -103,12 +106,14 @@ def rows_of(run: dict[str, Any]) -> list[BenchRow]:
     return [BenchRow.from_dict(r) for r in run.get("rows", []) if isinstance(r, dict)]
 
 
-def _summary(run: dict[str, Any]) -> SavedRun:
+def _summary(run: dict[str, Any], file_id: str) -> SavedRun:
     rows = rows_of(run)
-    target = run.get("target", {})
+    target = run.get("target")
+    if not isinstance(target, dict):
+        target = {}
     rates = [r.output_tokens_per_s for r in rows if not r.skipped and r.output_tokens]
     return SavedRun(
-        id=str(run["id"]),
+        id=file_id,  # what ``load`` takes, whatever the file's own "id" says
         saved_at=str(run.get("saved_at", "")),
         backend=str(target.get("backend", "?")),
         model=Path(str(target.get("model", "?"))).name,

@@ -34,7 +34,7 @@ class DownloadError(Exception):
 
     def __init__(self, message: str, *, kind: str = "failed") -> None:
         super().__init__(message)
-        self.kind = kind  # "auth" | "not_found" | "disk" | "hash" | "network" | "busy" | "failed"
+        self.kind = kind  # "auth" | "not_found" | "disk" | "hash" | "network" | "busy" | "changed" | "failed"
 
 
 class DownloadStopped(Exception):
@@ -170,25 +170,61 @@ def fetch_file(
 @contextlib.contextmanager
 def _exclusive(target: FetchTarget) -> Iterator[None]:
     """Hold ``<partial>.lock`` so two processes (the window and a command) never append to one partial file."""
+    with partial_lock(target.partial_path, target.label):
+        yield
+
+
+@contextlib.contextmanager
+def partial_lock(partial_path: Path, label: str) -> Iterator[None]:
+    """Hold ``<partial>.lock`` (flock) while writing or deleting ``partial_path``; raises ``DownloadError``
+    (kind "busy") when another downloader holds it. The lock file is removed on release, while still locked;
+    a process that opened it just before then sees that its file is no longer the one at the path, and retries.
+    """
     try:
         import fcntl
     except ImportError:  # Windows: no advisory locks here; the sha256 check still catches a mix-up
         yield
         return
-    lock_path = target.partial_path.with_name(target.partial_path.name + ".lock")
-    with lock_path.open("a") as lock:
+    lock_path = partial_path.with_name(partial_path.name + ".lock")
+    while True:
+        lock = lock_path.open("a")
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            lock.close()
             raise DownloadError(
-                f"{target.label} is being downloaded by another window or command right now; wait for it to "
-                "finish, then try again.",
+                f"{label} is being downloaded by another window or command right now; wait for it to finish, "
+                "then try again.",
                 kind="busy",
             ) from None
-        try:
-            yield
-        finally:
-            lock_path.unlink(missing_ok=True)
+        if _same_file(lock, lock_path):
+            break
+        lock.close()  # its holder removed it after we opened it: lock the file now at the path
+    try:
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)
+        lock.close()
+
+
+def _same_file(lock: Any, lock_path: Path) -> bool:
+    try:
+        at_path, opened = os.stat(lock_path), os.fstat(lock.fileno())
+    except FileNotFoundError:
+        return False
+    return (at_path.st_dev, at_path.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def discard_partial(partial_path: Path) -> bool:
+    """Delete a partial file unless a download writes it right now (this process or another); True when gone."""
+    if not partial_path.exists():
+        return True
+    try:
+        with partial_lock(partial_path, partial_path.name):
+            partial_path.unlink(missing_ok=True)
+    except DownloadError:
+        return False
+    return True
 
 
 def _fetch_loop(
@@ -267,6 +303,11 @@ def _check_status(target: FetchTarget, status: int, offset: int) -> None:
         )
     if status == 404:
         raise DownloadError(f"{target.label}: the file is not on the Hub (HTTP 404). Check the name.", kind="not_found")
+    if status == 416:  # the partial file is at least as long as the file the server has now
+        raise DownloadError(
+            f"{target.label}: the file changed on the Hub (HTTP 416 at byte {offset:,}): cancel and download it again.",
+            kind="changed",
+        )
     if status == 429 or status >= 500:
         raise _Retryable(f"the server answered HTTP {status}")
     raise DownloadError(f"{target.label}: the server answered HTTP {status}.")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # Job states, as the Downloads view shows them.
 QUEUED, DOWNLOADING, STALLED, PAUSED, VERIFYING, DONE, FAILED = (
@@ -143,15 +146,25 @@ class JobStore:
             return [DownloadJob.from_dict(item) for item in data.get("jobs", [])]
         except FileNotFoundError:
             return []
-        except (OSError, ValueError, TypeError, AttributeError):
-            self.path.replace(self.path.with_suffix(".bad"))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            bad = self.path.with_suffix(".bad")
+            try:
+                self.path.replace(bad)
+            except OSError as move_exc:  # start with an empty queue all the same: downloads still work
+                log.warning("cannot read the download queue %s (%s) nor move it aside: %s", self.path, exc, move_exc)
+            else:
+                log.warning("cannot read the download queue %s (%s); it was moved to %s", self.path, exc, bad)
             return []
 
     def save(self, jobs: list[DownloadJob]) -> None:
+        self.write([job.to_dict() for job in jobs])
+
+    def write(self, jobs: list[dict[str, Any]]) -> None:
+        """Replace the file with ``jobs`` (``DownloadJob.to_dict()`` copies), durably (fsync, then rename)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("w", encoding="utf-8") as f:
-            json.dump({"version": 1, "jobs": [job.to_dict() for job in jobs]}, f, indent=1)
+            json.dump({"version": 1, "jobs": jobs}, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)

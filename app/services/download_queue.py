@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.services.download_fetch import FetchPolicy
+from app.services.download_fetch import FetchPolicy, discard_partial
 from app.services.download_jobs import (
     ACTIVE_STATES,
     DONE,
@@ -39,7 +39,9 @@ class _Run:
 class DownloadManager:
     """Runs queued jobs (``max_active`` at a time) on worker threads and keeps the queue in ``store_path``.
 
-    Thread-safe; every method returns at once. ``completed`` callbacks run on a worker thread.
+    Thread-safe; ``views`` returns at once. ``completed`` callbacks run on a worker thread. ``_lock`` guards the
+    jobs and is held only to change or copy them: the queue file is written, and partial files deleted, after it
+    is released, so a view never waits for the disk.
     """
 
     def __init__(
@@ -58,6 +60,9 @@ class DownloadManager:
         self.completed: list[Callable[[DownloadJob], None]] = []
         self._store = JobStore(store_path)
         self._lock = threading.RLock()
+        self._save_lock = threading.Lock()  # one write at a time, newest state last
+        self._snapshots = self._written = 0  # numbers of the copies taken / of the newest one written
+        self.save_problem: str | None = None  # why the queue file could not be written last time (shown)
         self._jobs = self._store.load()
         self._runs: dict[str, _Run] = {}
         self._closed = False
@@ -80,7 +85,7 @@ class DownloadManager:
                     break
             else:
                 self._jobs.append(job)
-            self._save()
+        self._save()
         self._schedule()
         return job.id
 
@@ -93,7 +98,10 @@ class DownloadManager:
             job = self._job(job_id)
             if job is not None and job.state in (PAUSED, FAILED):
                 job.state, job.error, job.error_kind = QUEUED, "", ""
-                self._save()
+            else:
+                job = None
+        if job is not None:
+            self._save()
         self._schedule()
 
     retry = resume
@@ -106,20 +114,21 @@ class DownloadManager:
                 return
             run = self._runs.get(job_id)
             self._jobs.remove(job)
-            if run is not None:
+            if run is not None:  # its worker deletes the partial files once the transfer has stopped
                 run.cancelled = True
                 run.ctl.stop.set()
-            else:
-                _delete_partials(job)
-            self._save()
+            partials = _partial_paths(job) if run is None else []
+        self._save()
+        _delete_partials(partials)
 
     def remove(self, job_id: str) -> None:
         """Drop a finished, failed or paused job from the list (its files stay on disk)."""
         with self._lock:
             job = self._job(job_id)
-            if job is not None and job_id not in self._runs:
-                self._jobs.remove(job)
-                self._save()
+            if job is None or job_id in self._runs:
+                return
+            self._jobs.remove(job)
+        self._save()
 
     def job(self, job_id: str) -> DownloadJob | None:
         with self._lock:
@@ -145,7 +154,7 @@ class DownloadManager:
             for job in self._jobs:
                 if job.state in ACTIVE_STATES:
                     job.state = QUEUED
-            self._save()
+        self._save()
 
     # -- internals -------------------------------------------------------------------------------------------
 
@@ -153,10 +162,25 @@ class DownloadManager:
         return next((job for job in self._jobs if job.id == job_id), None)
 
     def _save(self) -> None:
-        try:
-            self._store.save(self._jobs)
-        except OSError as exc:
-            log.warning("cannot save the download queue to %s: %s", self._store.path, exc)
+        """Write the queue as it is now; call it without holding ``_lock`` (the copy takes it briefly)."""
+        with self._lock:
+            self._snapshots += 1
+            number, data = self._snapshots, [job.to_dict() for job in self._jobs]
+        with self._save_lock:
+            if number < self._written:
+                return  # a newer copy is on disk already: an older one must not replace it
+            self._written = number
+            try:
+                self._store.write(data)
+            except OSError as exc:
+                log.warning("cannot save the download queue to %s: %s", self._store.path, exc)
+                self.save_problem = (
+                    f"The download queue could not be saved to {self._store.path} ({exc.strerror or exc}): "
+                    "downloads go on, but after a restart this list may be older. Free some space or fix the "
+                    "folder's permissions."
+                )
+            else:
+                self.save_problem = None
 
     def _stop(self, job_id: str, state: str) -> None:
         with self._lock:
@@ -166,7 +190,7 @@ class DownloadManager:
             job.state = state
             if (run := self._runs.get(job_id)) is not None:
                 run.ctl.stop.set()
-            self._save()
+        self._save()
 
     def _schedule(self) -> None:
         with self._lock:
@@ -179,15 +203,11 @@ class DownloadManager:
                     self._launch(job)
 
     def _launch(self, job: DownloadJob) -> None:
-        ctl = JobControl(self.token, self.endpoint, self.policy, self.session, on_change=self._save_locked)
+        ctl = JobControl(self.token, self.endpoint, self.policy, self.session, on_change=self._save)
         thread = threading.Thread(target=self._work, args=(job, ctl), name=f"download-{job.id}", daemon=True)
         self._runs[job.id] = _Run(ctl, thread)
         job.state = DOWNLOADING
         thread.start()
-
-    def _save_locked(self) -> None:
-        with self._lock:
-            self._save()
 
     def _work(self, job: DownloadJob, ctl: JobControl) -> None:
         try:
@@ -197,9 +217,9 @@ class DownloadManager:
             job.state, job.error = FAILED, f"Unexpected error: {exc}. Press Retry; see View → Log for details."
         with self._lock:
             run = self._runs.pop(job.id)
-            if run.cancelled:
-                _delete_partials(job)
-            self._save()
+            partials = _partial_paths(job) if run.cancelled else []
+        _delete_partials(partials)
+        self._save()
         if job.state == DONE and not run.cancelled:
             for callback in list(self.completed):
                 callback(job)
@@ -231,7 +251,15 @@ def _same_job(a: DownloadJob, b: DownloadJob) -> bool:
     )
 
 
-def _delete_partials(job: DownloadJob) -> None:
-    for job_file in job.files:
-        if not job_file.done:
-            placement(job, job_file).partial_path.unlink(missing_ok=True)
+def _partial_paths(job: DownloadJob) -> list[Path]:
+    return [placement(job, job_file).partial_path for job_file in job.files if not job_file.done]
+
+
+def _delete_partials(paths: list[Path]) -> None:
+    """Delete a cancelled job's partial files, but none that a download (a new job, a command) writes now."""
+    for path in paths:
+        try:
+            if not discard_partial(path):
+                log.info("kept %s: another download is writing it", path)
+        except OSError as exc:
+            log.warning("cannot delete the partial file %s: %s", path, exc)

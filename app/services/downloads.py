@@ -109,7 +109,9 @@ def _run_file(job: DownloadJob, job_file: JobFile, ctl: JobControl) -> None:
 
     where = placement(job, job_file)
     ctl.transfer = Transfer()
-    if not _already_placed(job_file, where.final_path):
+    if not _already_placed(job, job_file, where.final_path, ctl):
+        if job.state == VERIFYING:
+            _set_state(job, ctl, DOWNLOADING)
         url = hf_hub_url(job.repo_id, job_file.path, revision=job.commit, endpoint=hub_endpoint(ctl.endpoint))
         headers = build_hf_headers(token=ctl.token or None)
         target = FetchTarget(url, where.partial_path, job_file.size_bytes, headers, job_file.path)
@@ -134,14 +136,16 @@ def _run_file(job: DownloadJob, job_file: JobFile, ctl: JobControl) -> None:
     _set_state(job, ctl, DOWNLOADING)
 
 
-def _already_placed(job_file: JobFile, final_path: Path) -> bool:
-    """Whether a verified copy is already there (a cache blob is named by its sha256; a folder copy is hashed)."""
+def _already_placed(job: DownloadJob, job_file: JobFile, final_path: Path, ctl: JobControl) -> bool:
+    """Whether a verified copy is already there (a cache blob is named by its sha256; a folder copy is hashed,
+    with the job shown as verifying meanwhile: no byte arrives, and that is not a stall)."""
     try:
         if job_file.size_bytes is not None and final_path.stat().st_size != job_file.size_bytes:
             return False
     except FileNotFoundError:
         return False
     if job_file.sha256 and final_path.name != job_file.sha256:
+        _set_state(job, ctl, VERIFYING)
         return bool(sha256_of_prefix(final_path)[0].hexdigest() == job_file.sha256.lower())
     return True
 

@@ -153,16 +153,23 @@ class HubService:
         return text.strip()
 
     def read_prefix(self, repo_id: str, commit: str, path: str, length: int) -> bytes:
-        """The first ``length`` bytes of a file, with one Range request."""
+        """The first ``length`` bytes of a file (fewer when it is shorter), with one Range request; the body is
+        streamed and the connection closed after ``length`` bytes, so a server that ignores the Range (200)
+        does not send the whole file."""
         from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
         url = hf_hub_url(repo_id, path, revision=commit, endpoint=self.endpoint)
         headers = {**build_hf_headers(token=self.token or None), "Range": f"bytes=0-{length - 1}"}
         with _hub_errors(self.endpoint, repo_id):
-            response = get_session().get(url, headers=headers, follow_redirects=True, timeout=30)
-            hf_raise_for_status(response)
-            return bytes(response.content[:length])
+            with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=30) as response:
+                hf_raise_for_status(response)
+                data = bytearray()
+                for chunk in response.iter_bytes():
+                    data += chunk
+                    if len(data) >= length:
+                        break  # leaving the block closes the response
+            return bytes(data[:length])
 
     def remote_header(self, detail: RepoDetail, candidate: GgufCandidate) -> GgufHeader:
         """The GGUF header of a candidate, fetched with growing Range prefixes; a split file's shards each give
@@ -176,12 +183,21 @@ class HubService:
         size = hub_file.size_bytes or HEADER_MAX_BYTES
         length = HEADER_PREFIX_BYTES
         while True:
-            data = self.read_prefix(detail.id, detail.commit, hub_file.path, min(length, size))
+            asked = min(length, size)
+            data = self.read_prefix(detail.id, detail.commit, hub_file.path, asked)
             try:
                 return read_gguf_header_bytes(data, name=hub_file.name, file_size=size)
             except GgufHeaderIncomplete as exc:
-                if len(data) >= size or length >= HEADER_MAX_BYTES:
-                    raise GgufFileError(f"{hub_file.name}: the header is larger than {length:,} bytes.") from exc
+                if len(data) < asked or len(data) >= size:  # the whole file was read
+                    raise GgufFileError(
+                        f"{hub_file.name}: the file ends ({len(data):,} bytes) before the header it declares does: "
+                        "the file is truncated or damaged. Choose another file."
+                    ) from exc
+                if length >= HEADER_MAX_BYTES:
+                    raise GgufFileError(
+                        f"{hub_file.name}: the header is larger than {HEADER_MAX_BYTES:,} bytes, too large to "
+                        "estimate from the Hub. Download the file to inspect it."
+                    ) from exc
                 length = min(max(exc.bytes_needed + 4096, length * 4), HEADER_MAX_BYTES)
 
     def estimate(self, detail: RepoDetail, candidate: GgufCandidate, settings: Any, machine: Any) -> tuple[Any, Any]:

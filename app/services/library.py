@@ -179,7 +179,9 @@ class ModelLibrary:
     def delete(self, path: str | Path) -> list[Path]:
         """Delete a model inside the library's folders; returns what was removed. Raises LibraryError otherwise.
 
-        An HF cache snapshot link takes its blob with it. Ollama's files are refused: ``ollama rm`` owns them.
+        An HF cache snapshot link takes its blob with it; the first shard of a split GGUF takes every shard
+        (the library lists a split model by its first shard only). Ollama's files are refused: ``ollama rm``
+        owns them.
         """
         target, root = self._locate(Path(path))
         if self.roots.ollama is not None and target.is_relative_to(_real(self.roots.ollama)):
@@ -188,7 +190,10 @@ class ModelLibrary:
                 "so Ollama's manifests and shared blobs stay consistent."
             )
         in_hf_cache = self.roots.hf_cache is not None and root == _real(self.roots.hf_cache)
-        return _remove(target, root if in_hf_cache else None)
+        removed: list[Path] = []
+        for part in _with_other_shards(target):
+            removed += _remove(part, root if in_hf_cache else None)
+        return removed
 
     def _locate(self, path: Path) -> tuple[Path, Path]:
         """The path with its folder resolved (the last component kept, so a link stays a link) and its root."""
@@ -316,6 +321,15 @@ def _with_shards(first: Path, info: dict[str, Any], size_bytes: int) -> tuple[di
     if not info.get("parameters_declared"):
         info["parameter_count"] = None  # the first shard's tensors are only part of the model
     return info, shards.total_bytes
+
+
+def _with_other_shards(target: Path) -> list[Path]:
+    """``target``, and when it is the first shard of a split GGUF, the other shards that are there."""
+    shards = split_files(target) if not target.is_dir() else None
+    if shards is None or shards.index != 1:
+        return [target]
+    others = [Path(p) for p in shards.paths[1:] if os.path.lexists(p)]  # a dangling HF link goes too
+    return [target, *others]
 
 
 def _real(path: Path) -> Path:

@@ -66,6 +66,7 @@ class BenchPanel(QWidget):
         self._dialog: QFileDialog | None = None
         self._vllm: tuple[str, str, str] | None = None  # (base URL, served model, API key) from the vLLM page
         self._listed = False  # the saved runs are read when the page is first shown
+        self._active = False  # a bench is running (Run off, Cancel on)
         self._build()
         self.set_vllm_server("", "", "")
         self._engine_changed()
@@ -280,7 +281,7 @@ class BenchPanel(QWidget):
                 self.table.setItem(index, column, QTableWidgetItem(cell(row, key)))
         self.throughput_chart.set_rows(self.rows)
         self.latency_chart.set_rows(self.rows)
-        self._running(False)
+        self._running(self._active)  # a saved run may be shown while a bench runs: Cancel stays
 
     def copy_markdown(self) -> str | None:
         return self._copy(markdown_table(self.rows)) if self.rows else None
@@ -313,6 +314,7 @@ class BenchPanel(QWidget):
 
     # --- helpers ------------------------------------------------------------------------------------------
     def _running(self, active: bool) -> None:
+        self._active = active
         self.run_button.setEnabled(not active)
         self.cancel_button.setEnabled(active)
         for button in (self.copy_markdown_button, self.copy_csv_button):

@@ -44,6 +44,10 @@ MAX_ESTIMATES = 24
 _KEY = Qt.ItemDataRole.UserRole
 
 
+def _unexpected(exc: Exception) -> str:
+    return f"no estimate: {str(exc) or type(exc).__name__} (see View → Log)"
+
+
 def _combo(choices: tuple[tuple[str, str | None], ...]) -> QComboBox:
     combo = QComboBox()
     for text, value in choices:
@@ -220,9 +224,18 @@ class DiscoverPanel(QWidget):
         from app.services.machine_memory import read_machine_memory
 
         loop = asyncio.get_running_loop()
-        machine = await loop.run_in_executor(None, read_machine_memory)
-        settings = self._estimate_settings(machine)
-        for candidate in [c for c in detail.candidates if not c.is_projector][:MAX_ESTIMATES]:
+        candidates = [c for c in detail.candidates if not c.is_projector][:MAX_ESTIMATES]
+        try:
+            machine = await loop.run_in_executor(None, read_machine_memory)
+            settings = self._estimate_settings(machine)
+        except Exception as exc:  # every row still gets an answer
+            log.exception("cannot read this machine's memory for the estimates of %s", detail.id)
+            if self.detail is detail:
+                for candidate in candidates:
+                    self.verdicts[candidate.key] = self.verdict_tips[candidate.key] = _unexpected(exc)
+                self._fill_files()
+            return
+        for candidate in candidates:
             try:
                 _estimate, verdict = await loop.run_in_executor(
                     None, service.estimate, detail, candidate, settings, machine
@@ -230,6 +243,9 @@ class DiscoverPanel(QWidget):
                 text, tip = verdict.summary, "\n".join(verdict.suggestions) or verdict.summary
             except (HubError, GgufFileError) as exc:
                 text = tip = f"no estimate: {exc}"
+            except Exception as exc:  # a file the estimator trips over must not leave the other rows waiting
+                log.exception("estimating %s of %s failed", candidate.key, detail.id)
+                text = tip = _unexpected(exc)
             if self.detail is not detail:
                 return
             self.verdicts[candidate.key], self.verdict_tips[candidate.key] = text, tip
@@ -282,5 +298,10 @@ class DiscoverPanel(QWidget):
         except HubError as exc:
             self.status.setText(str(exc))
             return
-        await self.downloads.add_job(job)
+        try:
+            await self.downloads.add_job(job)
+        except Exception as exc:  # the queue could not start or take the job: say so, never "Queued"
+            log.exception("queueing %s failed", job.title)
+            self.status.setText(f"Could not queue {job.title}: {str(exc) or type(exc).__name__} (see View → Log).")
+            return
         self.status.setText(f"Queued {job.title}: see the Downloads tab.")

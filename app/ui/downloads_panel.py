@@ -29,6 +29,7 @@ from app.services.download_queue import DownloadManager
 from app.services.downloads import JobView
 from app.ui.context import AppContext
 from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.basic import wrapped_label
 
 log = logging.getLogger("app.ui.downloads")
 POLL_MS = 500
@@ -111,6 +112,8 @@ class DownloadsPanel(QWidget):
         actions.addStretch(1)
         layout = QVBoxLayout(self)
         layout.addWidget(self.empty_label)
+        self.save_problem_label = wrapped_label(name="downloads_save_problem", hidden=True)
+        layout.addWidget(self.save_problem_label)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.detail)
         layout.addLayout(actions)
@@ -137,10 +140,10 @@ class DownloadsPanel(QWidget):
         self.timer.start()
 
     async def add_job(self, job: DownloadJob) -> None:
-        """Queue ``job`` (its first save runs in the executor) and show it."""
+        """Queue ``job`` (its first save runs in the executor) and show it; raises when the queue cannot start."""
         await self.start()
         if self.manager is None:
-            return
+            raise RuntimeError("the download queue did not start")
         await asyncio.get_running_loop().run_in_executor(None, self.manager.add, job)
         self.refresh()
 
@@ -171,6 +174,9 @@ class DownloadsPanel(QWidget):
                 self.download_completed.emit(view.local_path)
             self._states[view.id] = view.state
         self.empty_label.setVisible(not self.views)
+        problem = self.manager.save_problem
+        self.save_problem_label.setText(problem or "")
+        self.save_problem_label.setVisible(bool(problem))
         if selected is not None:
             ids = [v.id for v in self.views]
             if selected in ids:

@@ -107,13 +107,10 @@ class ModelEstimator(QGroupBox):
             self.verdict_label.setText("The estimate covers GGUF models (llama.cpp).")
             self.suggestions_label.setText("")
             return
-        blocks = header.block_count or 0
         with QSignalBlocker(self.gpu_layers), QSignalBlocker(self.context_size):
-            self.gpu_layers.setRange(0, blocks + 1)  # the repeating blocks plus the output layer
-            if self.machine is not None and self.machine.gpu_free_bytes:
-                self.gpu_layers.setValue(blocks + 1)
-            else:
-                self.gpu_layers.setValue(0)
+            self.gpu_layers.setRange(0, self._gpu_layer_max())
+            has_gpu = self.machine is not None and bool(self.machine.gpu_free_bytes)
+            self.gpu_layers.setValue(self.gpu_layers.maximum() if has_gpu else 0)
             trained = header.context_length or 4096
             self.context_size.setValue(min(trained, 4096))
         self.recompute()
@@ -123,11 +120,22 @@ class ModelEstimator(QGroupBox):
         machine = await asyncio.get_running_loop().run_in_executor(None, read_machine_memory)
         first = self.machine is None
         self.machine = machine
-        self.gpu_layers.setToolTip(machine.gpu_unavailable_reason or ", ".join(machine.gpu_names))
-        if first and machine.gpu_free_bytes and self.header is not None and self.gpu_layers.value() == 0:
-            self.gpu_layers.setValue(self.gpu_layers.maximum())  # recomputes
-        else:
-            self.recompute()
+        has_gpu = bool(machine.gpu_free_bytes)
+        reason = machine.gpu_unavailable_reason or "No GPU found."
+        self.gpu_layers.setToolTip(", ".join(machine.gpu_names) if has_gpu else f"{reason} Everything runs from RAM.")
+        self.gpu_layers.setSpecialValueText("" if has_gpu else "none (no GPU here)")
+        self.gpu_layers.setEnabled(has_gpu)  # llama.cpp without a GPU keeps every layer on the host
+        with QSignalBlocker(self.gpu_layers):
+            self.gpu_layers.setRange(0, self._gpu_layer_max())
+            if first and has_gpu and self.gpu_layers.value() == 0:
+                self.gpu_layers.setValue(self.gpu_layers.maximum())
+        self.recompute()
+
+    def _gpu_layer_max(self) -> int:
+        """The repeating blocks plus the output layer; 0 without a header or on a machine without a GPU."""
+        if self.header is None or (self.machine is not None and not self.machine.gpu_free_bytes):
+            return 0
+        return (self.header.block_count or 0) + 1
 
     def recompute(self, *_args: object) -> None:
         if self.header is None:

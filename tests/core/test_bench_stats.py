@@ -14,6 +14,7 @@ from app.core.bench_stats import (
     csv_text,
     markdown_table,
     summarize,
+    sustained,
     text_table,
     with_sustained,
 )
@@ -40,19 +41,25 @@ def test_summarize_with_no_success_has_no_percentiles():
     assert row.latency_p50_ms is None and row.ttft_p90_ms is None
 
 
-def test_sustained_is_the_highest_error_free_level_capped_by_parallel_streams():
+def test_sustained_is_the_highest_error_free_level_capped_by_what_the_engine_ran_at_once():
     rows = [
-        BenchRow("vllm", 1, requests=4),
-        BenchRow("vllm", 8, requests=4),
-        BenchRow("vllm", 32, requests=4, errors=2),
+        BenchRow("vllm", 1, requests=4, peak_running_requests=1),
+        BenchRow("vllm", 8, requests=4, peak_running_requests=8),
+        BenchRow("vllm", 16, requests=4, peak_running_requests=12),  # vLLM's scheduler queued the other 4
+        BenchRow("vllm", 32, requests=4, errors=2, peak_running_requests=32),
         BenchRow("llamacpp", 1, requests=4, parallel_streams=1),
         BenchRow("llamacpp", 8, requests=4, parallel_streams=1),
-        BenchRow("ollama", 1, skipped="not running"),
+        BenchRow("ollama", 1, requests=4),
+        BenchRow("ollama", 8, requests=4),  # Ollama does not say how many it ran at once
+        BenchRow("ollama", 16, skipped="not running"),
+        BenchRow("remote-vllm", 8, requests=4),  # /metrics never read: unknown, not the concurrency
     ]
     by_backend = {(r.backend, r.concurrency): r.max_concurrency_sustained for r in with_sustained(rows)}
-    assert by_backend[("vllm", 1)] == by_backend[("vllm", 32)] == 8
+    assert by_backend[("vllm", 1)] == by_backend[("vllm", 32)] == 12
     assert by_backend[("llamacpp", 8)] == 1  # a queue in front of one stream is not concurrency
-    assert by_backend[("ollama", 1)] is None
+    assert by_backend[("ollama", 1)] is None and by_backend[("ollama", 16)] is None
+    assert by_backend[("remote-vllm", 8)] is None
+    assert sustained(BenchRow("vllm", 4, requests=4, peak_running_requests=9)) == 4  # never above the clients
 
 
 def _row(**kw):

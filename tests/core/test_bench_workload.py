@@ -15,6 +15,24 @@ def test_same_seed_gives_same_prompts_and_another_seed_differs():
     assert len(set(a.prompts())) == 20  # each request is distinct (no prompt-cache shortcut between them)
 
 
+def test_each_level_repetition_and_run_has_its_own_first_line_and_the_same_body():
+    run = BenchWorkload(requests=6, seed=7).with_nonce()
+    other = BenchWorkload(requests=6, seed=7).with_nonce()
+    assert run.nonce and other.nonce and run.nonce != other.nonce
+    assert run.with_nonce() == run  # a nonce once set is kept
+    sets = [run.prompts(1), run.prompts(8), run.prompts(8, 2), other.prompts(1)]
+    firsts = [{p.split("\n", 1)[0] for p in prompts} for prompts in sets]
+    for i, a in enumerate(firsts):
+        for b in firsts[i + 1 :]:
+            assert not a & b  # no shared opening: no configuration reuses another's prefix cache
+    assert all(p.startswith(f"[run {run.nonce} c8 r2]\n") for p in run.prompts(8, 2))
+    bodies = [[p.split("\n", 1)[1] for p in prompts] for prompts in sets]
+    assert bodies[0] == bodies[1] == bodies[2] == bodies[3]  # the seeded body and its length stay the same
+    same = BenchWorkload(requests=6, seed=7, nonce=run.nonce)
+    assert same.prompts(8) == run.prompts(8)  # same seed and nonce: identical prompts
+    assert BenchWorkload.from_dict(run.to_dict()).nonce == run.nonce  # recorded with the workload
+
+
 def test_prompt_lengths_follow_the_mix():
     workload = BenchWorkload(requests=400, prompt_words=(10, 100), prompt_weights=(0.75, 0.25))
     lengths = [len(p.split(". ", 1)[1].split()) for p in workload.prompts()]

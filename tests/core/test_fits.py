@@ -71,3 +71,17 @@ def test_nothing_fits(header):
     verdict = fit_verdict(header, EstimateSettings(), cpu_machine(1 << 20))
     assert verdict.state == WONT_FIT
     assert verdict.suggestions == ("No setting makes it fit here: choose a smaller quantization or a smaller model.",)
+
+
+def test_no_gpu_judges_the_whole_load_against_ram(header):
+    offload = EstimateSettings(n_ctx=4096, n_gpu_layers=-1)
+    on_cpu = estimate_memory(header, EstimateSettings(n_ctx=4096, n_gpu_layers=0))
+    assert estimate_memory(header, offload).gpu_bytes > 0
+    verdict = fit_verdict(header, offload, cpu_machine(on_cpu.total_bytes * 4))
+    assert verdict.state == FITS and verdict.needed_bytes == on_cpu.host_bytes
+    assert verdict.summary.endswith("system RAM (no GPU here: everything runs from RAM).")
+    assert "VRAM" not in verdict.summary and verdict.suggestions == ()
+    short = fit_verdict(header, EstimateSettings(n_ctx=16384, n_gpu_layers=12), cpu_machine(on_cpu.total_bytes))
+    assert short.state == WONT_FIT and "system RAM (no GPU here" in short.summary
+    assert short.suggestions[0].startswith("Lower the context to ")  # found on the CPU, not "nothing fits"
+    assert not any(s.startswith("Offload") for s in short.suggestions)

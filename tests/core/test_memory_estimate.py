@@ -122,3 +122,20 @@ def test_parallel_sequences_split_the_context(llama):
     # llama.cpp: n_ctx_seq = pad256(n_ctx / n_seq); each sequence gets its own stream of that many cells
     estimate = estimate_memory(llama, EstimateSettings(n_ctx=4096, n_parallel=3))
     assert estimate.kv_cells == 1536 * 3 and estimate.output_bytes == 3 * 579 * 4
+
+
+def test_malformed_shape_metadata_is_an_estimate_error_not_a_crash(tmp_path):
+    from pathlib import Path
+
+    from app.core.gguf_header import GgufHeader
+    from app.core.memory_estimate import EstimateError, model_shape
+
+    header = GgufHeader(
+        path=Path(tmp_path / "odd.gguf"),
+        version=3,
+        file_size=1,
+        metadata={"general.architecture": "llama", "llama.block_count": "twelve", "llama.embedding_length": 64,
+                  "llama.attention.head_count": 4},
+    )  # fmt: skip
+    with pytest.raises(EstimateError, match="malformed shape metadata"):
+        model_shape(header)

@@ -20,6 +20,7 @@ from app.services.bench_run import BenchProgress, BenchRunError, BenchTarget, ru
 from app.services.bench_store import BenchStore, BenchStoreError
 from app.services.nvml import NvmlReader
 from tests.fake_ollama import FakeOllama
+from tests.fake_openai import FakeOpenAIServer
 from tests.fake_pynvml import FakeGpu, FakePynvml
 
 SMALL = BenchWorkload(concurrencies=(1, 3), requests=5, max_tokens=12, warmup=1, prompt_words=(6, 20),
@@ -63,7 +64,7 @@ def test_llamacpp_rows_are_consistent(long_context_gguf):
     assert rows[0].note == "" and "one stream" in rows[1].note
     assert result["target"]["model_name"] == "tiny-8k"
     measuring = [s for s in steps if s.phase == "measuring"]
-    assert [s.done for s in measuring if s.concurrency == 1] == [1, 2, 3, 4, 5]
+    assert [s.done for s in measuring if s.concurrency == 1] == [0, 1, 2, 3, 4, 5]
     assert steps[-1].phase == "done" and steps[-1].fraction == 1.0
     assert not _worker_children()  # the worker is closed at the end
     json.dumps(result)  # saved as JSON: everything in it serializes
@@ -136,11 +137,68 @@ def test_ollama_rows_count_its_eval_tokens():
         assert row.errors == 0 and row.skipped is None
         assert row.output_tokens == 5 * 12  # prompts are longer than max_tokens: num_predict cuts each reply
         assert row.ttft_p50_ms <= row.ttft_p90_ms and row.latency_p50_ms <= row.latency_p90_ms
-    assert rows[1].max_concurrency_sustained == 3
+    # Ollama queues beyond OLLAMA_NUM_PARALLEL and does not say how many it runs: unknown, and the note says so
+    assert all(row.max_concurrency_sustained is None for row in rows)
+    assert "max sustained unknown" in rows[1].note
     # warm-up + measured requests, each with the workload's max_tokens and seed
     assert len(chats) == 2 * (1 + 5)
     measured = [c.json["options"] for c in chats if c.json["options"]["num_predict"] == 12]
     assert sorted(o["seed"] for o in measured) == sorted(2 * [1234 + i for i in range(5)])
+
+
+def test_ollama_clients_are_set_up_before_the_clock_starts():
+    marks: list[tuple[str, int, int]] = []  # (phase, concurrency, requests the server had seen by then)
+    with FakeOllama() as fake:
+        fake.add_model("tiny:latest")
+        target = BenchTarget("ollama", "tiny:latest", endpoint=fake.host)
+
+        def progress(step: BenchProgress) -> None:
+            if step.phase != "measuring" or step.done == 0:
+                marks.append((step.phase, step.concurrency, len(fake.requests)))
+
+        workload = BenchWorkload(concurrencies=(1, 4), requests=6, max_tokens=6, warmup=1, prompt_words=(8,),
+                                 prompt_weights=(1.0,))  # fmt: skip
+        result = asyncio.run(run_bench(target, workload, progress=progress, nvml=_no_gpu(), describe=False))
+        seen = list(fake.requests)
+    assert all(r["errors"] == 0 and r["skipped"] is None for r in result["rows"])
+    phases = [(phase, c) for phase, c, _at in marks]
+    assert phases == [("loading", 1), ("warm-up", 1), ("measuring", 1), ("warm-up", 4), ("measuring", 4),
+                      ("done", 4)]  # fmt: skip
+    for start, end in ((marks[2][2], marks[3][2]), (marks[4][2], marks[5][2])):
+        window = seen[start:end]
+        # while measuring: only measured chats, no client set-up (show, ps, a load chat without messages)
+        assert len(window) == 6
+        assert all(r.path == "/api/chat" and r.json.get("messages") for r in window), [r.path for r in window]
+    assert len([r for r in seen if r.path == "/api/show"]) == 4  # one client per concurrent stream, made once
+
+
+def test_vllm_levels_and_runs_never_share_a_prompt_opening_and_sustained_is_what_ran(monkeypatch):
+    monkeypatch.setattr("app.services.bench_run.METRICS_INTERVAL_S", 0.02)
+    workload = BenchWorkload(concurrencies=(1, 4), requests=8, max_tokens=10, warmup=1, prompt_words=(6,),
+                             prompt_weights=(1.0,))  # fmt: skip
+    with FakeOpenAIServer(models=("tiny",)) as fake:
+        fake.token_delay_s = 0.01
+        target = BenchTarget("vllm", "tiny", endpoint=fake.base_url)
+        first = asyncio.run(run_bench(target, workload, nvml=_no_gpu(), describe=False))
+        second = asyncio.run(run_bench(target, workload, nvml=_no_gpu(), describe=False))
+        chats = [r.json["messages"][-1]["content"] for r in fake.requests_to("/v1/chat/completions")]
+    nonces = first["workload"]["nonce"], second["workload"]["nonce"]
+    assert all(nonces) and nonces[0] != nonces[1]
+    measured = [c for c in chats if c.startswith("[run ")]
+    assert len(measured) == 2 * 2 * 8  # two runs, two levels, eight requests
+    openings: dict[str, set[str]] = {}
+    for text in measured:
+        opening = text.split("\n", 1)[0]
+        openings.setdefault(opening, set()).add(text)
+    assert sorted(openings) == sorted(f"[run {n} c{c} r1]" for n in nonces for c in (1, 4))
+    assert all(len(texts) == 8 for texts in openings.values())  # eight distinct requests behind each tag
+    for result in (first, second):
+        rows = [BenchRow.from_dict(r) for r in result["rows"]]
+        assert all(r.errors == 0 and r.output_tokens == 8 * 10 for r in rows)
+        assert rows[1].peak_running_requests is not None and 1 <= rows[1].peak_running_requests <= 4
+        known = [min(r.concurrency, r.peak_running_requests) for r in rows if r.peak_running_requests]
+        assert all(r.max_concurrency_sustained == max(known) for r in rows)
+        assert "peak requests running" in rows[1].note
 
 
 # --- the memory sampler ------------------------------------------------------------------------------------
@@ -224,3 +282,19 @@ def test_store_bad_ids_and_files_say_what_to_do(tmp_path):
         store.load("broken")
     good = store.save(_run("vllm", 10.0))
     assert [r.id for r in store.runs()] == [good]  # the broken file is left out of the list
+
+
+def test_store_list_survives_odd_saved_files(tmp_path, caplog):
+    store = BenchStore(tmp_path)
+    good = store.save(_run("vllm", 10.0))
+    no_id = {k: v for k, v in _run("ollama", 5.0).items()}  # hand-written: no "id", no "saved_at"
+    (tmp_path / "20000101-000000-no-id.json").write_text(json.dumps(no_id))
+    (tmp_path / "20000101-000001-odd-target.json").write_text(json.dumps({**_run("vllm", 1.0), "target": "vllm"}))
+    (tmp_path / "20000101-000002-bad-row.json").write_text(json.dumps({"rows": [{"backend": "vllm"}]}))
+    with caplog.at_level("WARNING", logger="app.services.bench"):
+        listed = {r.id: r for r in store.runs()}
+    assert set(listed) == {good, "20000101-000000-no-id", "20000101-000001-odd-target"}
+    assert listed["20000101-000000-no-id"].backend == "ollama"  # its id is the file's name, which load takes
+    assert store.load("20000101-000000-no-id")["rows"]
+    assert listed["20000101-000001-odd-target"].backend == "?"
+    assert "20000101-000002-bad-row.json" in caplog.text  # the unreadable one is named in the log

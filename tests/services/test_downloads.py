@@ -344,3 +344,129 @@ def test_offline_mode_is_named_not_reported_as_a_disk_or_unexpected_error(hub, m
     assert job.error == "Hugging Face offline mode is on (HF_HUB_OFFLINE): unset it to download."
     with pytest.raises(HubError, match="offline mode is on"):
         HubService().repo_detail("org/Big-GGUF")
+
+
+def test_the_view_never_waits_for_a_queue_file_write_and_the_newest_state_wins(tmp_path, monkeypatch):
+    import json
+
+    from app.services.download_jobs import DownloadJob, JobFile, JobStore
+
+    manager = DownloadManager(tmp_path / "q.json", max_active=0)  # nothing runs: only the queue file is written
+    writing, release = threading.Event(), threading.Event()
+    real_write = JobStore.write
+
+    def slow_write(store, jobs):  # a slow disk: the first write waits for the test
+        if not release.is_set():
+            writing.set()
+            release.wait(10)
+        real_write(store, jobs)
+
+    monkeypatch.setattr(JobStore, "write", slow_write)
+    job = DownloadJob("org/x", "0" * 40, [JobFile("a.gguf", 10)])
+    adder = threading.Thread(target=manager.add, args=(job,))
+    adder.start()
+    assert writing.wait(5)
+    started = time.monotonic()
+    assert [v.state for v in manager.views()] == [QUEUED]  # while the file is being written
+    pauser = threading.Thread(target=manager.pause, args=(job.id,))
+    pauser.start()
+    wait_for(lambda: manager.views()[0].state == PAUSED)  # the change does not wait for the write either
+    assert time.monotonic() - started < 1.0 and adder.is_alive()
+    release.set()
+    adder.join(5)
+    pauser.join(5)
+    saved = json.loads((tmp_path / "q.json").read_text(encoding="utf-8"))
+    assert [j["state"] for j in saved["jobs"]] == [PAUSED]  # the older copy did not overwrite the newer one
+
+
+def test_cancel_keeps_a_partial_file_another_downloader_is_writing(hub, tmp_path):
+    from app.services.download_fetch import partial_lock
+
+    manager = DownloadManager(tmp_path / "q.json", max_active=0)
+    first, second = plan("org/Big-GGUF", files=[BIG]), plan("org/Big-GGUF", files=[BIG])
+    partial = placement(first, first.files[0]).partial_path
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_bytes(b"p" * 1000)
+    manager.add(first)
+    with partial_lock(partial, BIG):  # a command downloading the same blob right now
+        manager.cancel(first.id)
+        assert partial.read_bytes() == b"p" * 1000 and manager.views() == []
+    manager.add(second)
+    manager.cancel(second.id)
+    assert not partial.exists() and not list(partial.parent.glob("*.lock"))
+
+
+def test_the_lock_file_is_held_by_one_downloader_at_a_time(tmp_path):
+    from app.services.download_fetch import DownloadError, partial_lock
+
+    partial = tmp_path / "blob.incomplete"
+    inside, overlaps, acquired = [0], [0], [0]
+    guard = threading.Lock()
+
+    def contend() -> None:
+        for _ in range(400):
+            try:
+                with partial_lock(partial, "blob"):
+                    with guard:
+                        inside[0] += 1
+                        overlaps[0] += inside[0] > 1
+                        acquired[0] += 1
+                    time.sleep(0)
+                    with guard:
+                        inside[0] -= 1
+            except DownloadError:
+                pass  # busy: another one holds it
+
+    threads = [threading.Thread(target=contend) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert acquired[0] > 100 and overlaps[0] == 0
+    assert not (tmp_path / "blob.incomplete.lock").exists()
+
+
+def test_a_file_that_changed_on_the_hub_mid_download_says_so(hub):
+    job = plan("org/Big-GGUF", files=[BIG])
+    partial = placement(job, job.files[0]).partial_path
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_bytes(big_bytes(hub)[:1_000_000])  # an earlier, interrupted download
+    hub.repos["org/Big-GGUF"].files[BIG] = random_bytes(500_000, 4)  # since replaced by a shorter file
+    run_job(job, JobControl(policy=FAST))
+    assert job.state == FAILED and job.error_kind == "changed"
+    assert (
+        job.error == f"{BIG}: the file changed on the Hub (HTTP 416 at byte 1,000,000): cancel and download it again."
+    )
+    assert [e.status for e in gets(hub, BIG)] == [416]  # not retried
+
+
+def test_an_already_placed_copy_is_verified_without_a_download(hub, tmp_path):
+    from app.services.download_jobs import DOWNLOADING, VERIFYING
+
+    folder = str(tmp_path / "models")
+    job = plan("org/Big-GGUF", files=[BIG], target_dir=folder)
+    final = placement(job, job.files[0]).final_path
+    final.parent.mkdir(parents=True)
+    final.write_bytes(big_bytes(hub))  # downloaded before, by another job
+    states: list[str] = []
+    run_job(job, JobControl(policy=FAST, on_change=lambda: states.append(job.state)))
+    assert job.state == DONE and gets(hub, BIG) == []
+    assert states[:2] == [DOWNLOADING, VERIFYING]  # hashing it shows "Verifying", not a stalled download
+    other = plan("org/Big-GGUF", files=[BIG], target_dir=str(tmp_path / "other"))
+    wrong = placement(other, other.files[0]).final_path
+    wrong.parent.mkdir(parents=True)
+    wrong.write_bytes(random_bytes(3_000_000, 5))  # the right size, other bytes: downloaded again
+    states.clear()
+    run_job(other, JobControl(policy=FAST, on_change=lambda: states.append(other.state)))
+    assert other.state == DONE and wrong.read_bytes() == big_bytes(hub)
+    assert states[:3] == [DOWNLOADING, VERIFYING, DOWNLOADING]
+
+
+def test_a_queue_file_that_cannot_be_set_aside_gives_an_empty_queue(tmp_path, caplog):
+    store = tmp_path / "q.json"
+    store.write_text("{not json", encoding="utf-8")
+    (tmp_path / "q.bad").mkdir()
+    (tmp_path / "q.bad" / "keep").write_text("x")  # a non-empty folder where the broken file would go
+    manager = DownloadManager(store)
+    assert manager.views() == []
+    assert "cannot read the download queue" in caplog.text and "nor move it aside" in caplog.text

@@ -203,3 +203,34 @@ def test_a_split_gguf_is_one_candidate_whose_estimate_counts_every_shard(hub, tm
         estimate.weights_bytes
         > estimate_memory(read_gguf_header(tmp_path / "split" / next(iter(shards))), settings).weights_bytes
     )
+
+
+def test_a_mirror_that_ignores_range_is_not_read_to_the_end(hub, tiny_gguf):
+    import time
+
+    gguf_bytes = tiny_gguf.read_bytes()
+    padded = gguf_bytes + random_bytes(64 << 20, 7)  # the tensor data of a big model
+    hub.add(Repo("TheOrg/Big-GGUF", {"big-F16.gguf": padded}, tags=["gguf"]))
+    hub.ignore_range = True
+    service = HubService()
+    detail = service.repo_detail("TheOrg/Big-GGUF", with_card=False)
+    assert service.read_prefix(detail.id, detail.commit, "big-F16.gguf", 4096) == padded[:4096]
+    header = service.remote_header(detail, detail.candidates[0])
+    assert header.architecture == "llama" and header.block_count == 2
+    deadline = time.monotonic() + 10  # a response is logged when its handler stops sending
+    while len([e for e in hub.log if e.path == "big-F16.gguf"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    gets = [e for e in hub.log if e.path == "big-F16.gguf"]
+    assert len(gets) == 2 and all(e.status == 200 for e in gets)  # the whole file was offered each time
+    assert all(e.sent_bytes < len(padded) // 2 for e in gets)  # but the connection was closed early
+
+
+def test_a_remote_gguf_shorter_than_its_header_says_it_is_damaged(hub, tiny_gguf):
+    data = tiny_gguf.read_bytes()
+    repo = hub.add(Repo("TheOrg/Cut-GGUF", {"cut-F16.gguf": data}, tags=["gguf"]))
+    service = HubService()
+    detail = service.repo_detail("TheOrg/Cut-GGUF", with_card=False)
+    repo.files["cut-F16.gguf"] = data[:3000]  # the copy served now ends inside the tokenizer's metadata
+    with pytest.raises(GgufFileError, match=r"cut-F16.gguf: the file ends \(3,000 bytes\) before the header") as e:
+        service.remote_header(detail, detail.candidates[0])
+    assert "truncated or damaged" in str(e.value) and "larger than" not in str(e.value)

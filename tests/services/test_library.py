@@ -339,3 +339,36 @@ def test_split_gguf_is_one_entry_and_missing_parts_are_named(tmp_path, tiny_gguf
     [entry] = library.scan().entries
     assert entry.error is None
     assert entry.size_bytes == sum(p.stat().st_size for p in folder.iterdir())
+
+
+def test_deleting_the_first_shard_removes_every_shard_and_their_blobs(tmp_path):
+    models, hub = tmp_path / "models", tmp_path / "hub"
+    models.mkdir()
+    names = [f"big-Q8_0-{i:05d}-of-00003.gguf" for i in (1, 2, 3)]
+    for seed, name in enumerate(names):
+        write_tiny_gguf(models / name, seed=seed)  # distinct bytes: distinct HF blobs
+    write_tiny_gguf(models / "big-Q4_0-00001-of-00002.gguf", seed=9)  # another split set in the same folder
+    links = [add_hf_cache_file(hub, "org/big-GGUF", name, models / name, ("main1",)) for name in names[:2]]
+    blobs = [link.resolve() for link in links]
+    library = ModelLibrary(LibraryRoots((models,), hub))
+    [entry] = [e for e in library.scan().entries if e.path == str(models / names[0])]
+    assert entry.size_bytes == sum((models / n).stat().st_size for n in names)
+
+    removed = library.delete(entry.path)
+    assert removed == [models / n for n in names]
+    assert sorted(p.name for p in models.iterdir()) == ["big-Q4_0-00001-of-00002.gguf"]
+
+    [hf_entry] = [e for e in library.scan().entries if e.repo_id == "org/big-GGUF"]
+    assert "1 of 3 parts are missing" in (hf_entry.error or "")  # shard 3 never reached the cache
+    removed = library.delete(hf_entry.path)
+    assert set(links) <= set(removed) and set(blobs) <= set(removed)
+    assert not any(os.path.lexists(p) for p in [*links, *blobs])
+    assert [e.repo_id for e in library.scan().entries if e.repo_id] == []
+
+
+def test_deleting_a_later_shard_removes_only_that_file(tmp_path, tiny_gguf):
+    names = [f"m-{i:05d}-of-00002.gguf" for i in (1, 2)]
+    for name in names:
+        shutil.copyfile(tiny_gguf, tmp_path / name)
+    assert ModelLibrary(LibraryRoots((tmp_path,))).delete(tmp_path / names[1]) == [tmp_path / names[1]]
+    assert (tmp_path / names[0]).exists()

@@ -10,6 +10,7 @@ from PySide6.QtGui import QGuiApplication
 from app.core.bench_stats import BenchRow
 from app.ui.tasks import running_tasks
 from tests.fake_ollama import FakeOllama
+from tests.fake_openai import FakeOpenAIServer
 from tests.ui.conftest import until
 
 
@@ -62,6 +63,7 @@ def test_llamacpp_bench_fills_table_charts_and_saved_runs(qloop, make_panel, lon
         assert "one stream" in cells[1]["Note"]
         assert panel.progress.value() == 1000
         assert "Saved as" in panel.status.text()
+        assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()  # the finished run's table
         markdown = panel.copy_markdown()
         assert markdown == QGuiApplication.clipboard().text()
         lines = markdown.strip().splitlines()
@@ -189,6 +191,42 @@ def test_cancel_stops_the_run_and_the_worker(qloop, make_panel, long_context_ggu
         assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
         await until(lambda: not _worker_children(), timeout=15)
         assert panel.saved_runs.list.count() == 0
+
+    qloop.run_until_complete(scenario())
+
+
+def test_showing_a_saved_run_during_a_run_keeps_cancel(qloop, make_panel):
+    async def scenario():
+        from app.services.bench_store import BenchStore
+        from app.services.paths import app_paths
+
+        saved = BenchRow("vllm", 8, requests=4, output_tokens=40, output_tokens_per_s=50.0)
+        run_id = BenchStore(app_paths().data_dir / "bench").save(
+            {"target": {"backend": "vllm", "model": "old"}, "rows": [saved.to_dict()], "machine": {}}
+        )
+        with FakeOpenAIServer(models=("tiny",)) as fake:
+            fake.token_delay_s = 0.02
+            panel = await make_panel()
+            panel.select_engine("vllm")
+            panel.endpoint_edit.setText(fake.base_url)
+            panel.model_edit.setText("tiny")
+            panel.concurrency_edit.setText("1")
+            panel.requests.setValue(200)
+            panel.max_tokens.setValue(50)
+            panel.warmup.setValue(0)
+            task = panel.start_run()
+            assert task is not None
+            await until(lambda: "measuring" in panel.status.text(), timeout=30)
+            assert await panel.saved_runs.load(run_id) is not None
+            assert panel.table.rowCount() == 1 and panel.table.item(0, 1).text() == "8"  # the saved run shows
+            assert panel.cancel_button.isEnabled() and not panel.run_button.isEnabled()  # the run still runs
+            panel.cancel_button.click()
+            await task
+            await _idle()
+            assert panel.status.text() == "Cancelled: nothing was saved."
+            assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+            await panel.saved_runs.load(run_id)  # with no run going, the buttons stay as they are
+            assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
 
     qloop.run_until_complete(scenario())
 

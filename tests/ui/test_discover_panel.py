@@ -134,3 +134,67 @@ def test_gated_repo_says_what_to_do(qloop, make_panels, hub):
         assert "org/Missing was not found" in discover.meta.text()
 
     qloop.run_until_complete(scenario())
+
+
+def _odd_gguf(path):
+    """A well-formed GGUF whose block count is text: the estimator trips over it (a ValueError, not a file error)."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("odd")
+    writer.add_string("llama.block_count", "two")
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path.read_bytes()
+
+
+def test_an_unexpected_estimate_error_is_shown_and_the_other_rows_go_on(
+    qloop, make_panels, hub, tmp_path, monkeypatch, tiny_gguf, caplog
+):
+    import dataclasses
+
+    from app.core.fits import MachineMemory
+    from app.services import machine_memory
+
+    files = {"a-odd-Q2_K.gguf": _odd_gguf(tmp_path / "odd.gguf"), "tiny-F16.gguf": tiny_gguf.read_bytes()}
+    hub.add(Repo("org/Odd-GGUF", files, tags=["gguf"]))
+    no_gpu = MachineMemory((), (), (), 16 << 30, 12 << 30, "No NVIDIA driver found.")  # NVML: no GPU here
+    monkeypatch.setattr(machine_memory, "read_machine_memory", lambda: no_gpu)
+
+    async def scenario():
+        discover, _ = await make_panels()
+        settings = discover.context.settings
+        settings.load = dataclasses.replace(settings.load, n_gpu_layers=-1)  # every layer on a GPU that is not there
+        await discover.open_repo("org/Odd-GGUF")
+        assert _column(discover.files_table, 1) == ["Q2_K", "F16"]  # the odd file is estimated first
+        await until(lambda: "estimating…" not in _column(discover.files_table, 3))
+        verdicts = dict(zip(_column(discover.files_table, 1), _column(discover.files_table, 3), strict=True))
+        assert verdicts["Q2_K"] == "no estimate: invalid literal for int() with base 10: 'two' (see View → Log)"
+        assert verdicts["F16"].startswith("Fits: needs ") and "of 12.00 GiB system RAM" in verdicts["F16"]
+        assert verdicts["F16"].endswith("(no GPU here: everything runs from RAM).")
+        assert "estimating a-odd-Q2_K.gguf of org/Odd-GGUF failed" in caplog.text
+
+    qloop.run_until_complete(scenario())
+
+
+def test_queueing_that_fails_says_why_and_never_queued(qloop, make_panels, hub, monkeypatch):
+    from app.services.download_queue import DownloadManager
+
+    def refuse(manager, job):
+        raise OSError(28, "No space left on device")
+
+    async def scenario():
+        discover, downloads = await make_panels()
+        await discover.open_repo("org/Tiny-GGUF")
+        discover.files_table.selectRow(_column(discover.files_table, 1).index("F16"))
+        monkeypatch.setattr(DownloadManager, "add", refuse)  # the queue file's disk fails as the job is added
+        await discover.download_selected()
+        status = discover.status.text()
+        assert status.startswith("Could not queue org/Tiny-GGUF: tiny-F16.gguf: ") and "No space left" in status
+        assert "Queued" not in status and downloads.views == []
+
+    qloop.run_until_complete(scenario())

@@ -153,3 +153,40 @@ def test_the_window_has_discover_and_downloads_tabs_and_a_finished_download_resc
         assert rescans == [True]
 
     qloop.run_until_complete(scenario())
+
+
+def test_a_queue_file_that_cannot_be_read_or_set_aside_still_gives_a_working_panel(
+    qloop, make_panel, hub, isolated_home
+):
+    data = isolated_home / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "downloads.json").write_text("{not json", encoding="utf-8")
+    (data / "downloads.bad").mkdir()
+    (data / "downloads.bad" / "keep").write_text("x")  # a non-empty folder where the broken file would go
+
+    async def scenario():
+        panel = await make_panel()
+        assert panel.manager is not None and panel.views == [] and panel.empty_label.isVisible()
+        await panel.add_job(plan("org/Big-GGUF", BIG))  # queueing from Discover still works
+        await until(lambda: panel.views and panel.views[0].state == DONE)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_queue_file_that_cannot_be_written_is_shown_not_only_logged(qloop, make_panel, hub, isolated_home):
+    async def scenario():
+        panel = await make_panel()
+        queue_file = isolated_home / "data" / "downloads.json"
+        queue_file.unlink(missing_ok=True)
+        queue_file.mkdir()  # os.replace onto a folder fails, as a full or read-only disk would
+        await panel.add_job(plan("org/Big-GGUF", BIG))
+        await until(lambda: panel.save_problem_label.isVisible())
+        assert "could not be saved" in panel.save_problem_label.text()
+        await until(lambda: panel.views and panel.views[0].state == DONE)
+        queue_file.rmdir()
+        panel.table.selectRow(0)
+        panel.remove_button.click()  # the next save works again: the notice goes away
+        await until(lambda: not panel.save_problem_label.isVisible())
+        assert queue_file.is_file()
+
+    qloop.run_until_complete(scenario())

@@ -272,3 +272,39 @@ def test_folder_problems_are_shown_under_the_table(qloop, make_window, library, 
         assert len(_names(panel)) == 5
 
     qloop.run_until_complete(scenario())
+
+
+@pytest.mark.parametrize("has_gpu", [False, True])
+def test_estimator_without_a_gpu_runs_everything_from_ram(qloop, qtbot, monkeypatch, tiny_gguf, has_gpu):
+    from app.core.fits import MachineMemory
+    from app.core.gguf_header import read_gguf_header
+    from app.ui import models_estimator
+    from app.ui.models_estimator import ModelEstimator
+
+    gib = 1 << 30
+    gpu = (("Fake GPU",), (8 * gib,), (8 * gib,)) if has_gpu else ((), (), ())
+    machine = MachineMemory(*gpu, 16 * gib, 12 * gib, None if has_gpu else "No NVIDIA driver found.")
+    monkeypatch.setattr(models_estimator, "read_machine_memory", lambda: machine)  # NVML: no GPU on this machine
+
+    async def scenario():
+        estimator = ModelEstimator()
+        qtbot.addWidget(estimator)
+        header = read_gguf_header(tiny_gguf)
+        estimator.set_header(header)  # before the machine is known: any layer count may be chosen
+        estimator.gpu_layers.setValue(2)
+        await estimator.refresh_machine()
+        layers = (header.block_count or 0) + 1
+        assert estimator.gpu_layers.isEnabled() is has_gpu
+        assert estimator.gpu_layers.maximum() == (layers if has_gpu else 0)
+        assert estimator.verdict is not None and estimator.verdict.state == "fits"
+        labels = [line.split(":")[0] for line in estimator.bars.describe()]
+        if has_gpu:
+            assert labels == ["GPU", "RAM"] and "no GPU here" not in estimator.verdict_label.text()
+        else:
+            assert labels == ["RAM"] and estimator.estimate is not None and estimator.estimate.gpu_bytes == 0
+            assert "system RAM (no GPU here: everything runs from RAM)." in estimator.verdict_label.text()
+            assert estimator.gpu_layers.toolTip() == "No NVIDIA driver found. Everything runs from RAM."
+            estimator.set_header(header)  # another model: still nothing offered on the GPU
+            assert estimator.gpu_layers.value() == 0 and estimator.gpu_layers.maximum() == 0
+
+    qloop.run_until_complete(scenario())
