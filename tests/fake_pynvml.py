@@ -10,7 +10,11 @@ exception classes, so ``NVMLError(12)`` is an ``NVMLError_LibraryNotFound`` and
 - ``usedGpuMemory`` can be None (the WDDM case);
 - the unversioned process calls raise ``NVMLLibraryMismatchError`` when the driver lacks
   ``_v3``, while the ``_v2`` calls work;
-- names can come back as bytes (old bindings; ``nvmlSystemGetProcessName`` always does).
+- strings are ``str`` (13.x decorates its string calls with ``@convertStrBytes``); ``bytes_names=True``
+  returns bytes instead, as old bindings did;
+- temperature comes from ``nvmlDeviceGetTemperatureV`` and the deprecated ``nvmlDeviceGetTemperature``;
+  ``has_temperature_v=False`` makes the V call raise FunctionNotFound (a driver older than the symbol);
+- ``device_count_error`` makes ``nvmlDeviceGetCount`` fail (a GPU reset, a driver reload) until it is cleared.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class FakePynvml:
         *,
         init_error: int | None = None,
         has_v3: bool = True,
+        has_temperature_v: bool = True,
         bytes_names: bool = False,
         driver_version: str = "560.35.03",
         cuda_driver_version: int = 12060,
@@ -76,6 +81,8 @@ class FakePynvml:
         self.gpus = list(gpus or [])
         self.init_error = init_error
         self.has_v3 = has_v3
+        self.has_temperature_v = has_temperature_v
+        self.device_count_error: int | None = None
         self.bytes_names = bytes_names
         self.driver_version = driver_version
         self.cuda_driver_version = cuda_driver_version
@@ -133,14 +140,16 @@ class FakePynvml:
         self._check_init("nvmlSystemGetCudaDriverVersion")
         return self.cuda_driver_version
 
-    def nvmlSystemGetProcessName(self, pid: int) -> bytes:
+    def nvmlSystemGetProcessName(self, pid: int) -> str | bytes:
         self._check_init("nvmlSystemGetProcessName")
         if pid not in self.process_names:
             raise _real.NVMLError(NVML_ERROR_NOT_FOUND)
-        return self.process_names[pid].encode()  # the real call returns bytes
+        return self._str(self.process_names[pid])  # str in 13.x (@convertStrBytes)
 
     def nvmlDeviceGetCount(self) -> int:
         self._check_init("nvmlDeviceGetCount")
+        if self.device_count_error is not None:
+            raise _real.NVMLError(self.device_count_error)
         return len(self.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> SimpleNamespace:
@@ -165,7 +174,16 @@ class FakePynvml:
         g = self._gpu("nvmlDeviceGetUtilizationRates", h)
         return SimpleNamespace(gpu=g.utilization_percent, memory=g.utilization_percent // 2)
 
-    def nvmlDeviceGetTemperature(self, h: Any, sensor: int) -> int:
+    def nvmlDeviceGetTemperatureV(self, h: Any, sensor: int, version: int = _real.nvmlTemperature_v1) -> int:
+        if not self.has_temperature_v:  # what _nvmlGetFunctionPointer raises for a missing symbol
+            self.calls.append("nvmlDeviceGetTemperatureV")
+            raise _real.NVMLError(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        g = self._gpu("nvmlDeviceGetTemperatureV", h)
+        if sensor != self.NVML_TEMPERATURE_GPU or version != _real.nvmlTemperature_v1:
+            raise _real.NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return g.temperature_c
+
+    def nvmlDeviceGetTemperature(self, h: Any, sensor: int) -> int:  # deprecated in 13.x
         g = self._gpu("nvmlDeviceGetTemperature", h)
         if sensor != self.NVML_TEMPERATURE_GPU:
             raise _real.NVMLError(NVML_ERROR_INVALID_ARGUMENT)

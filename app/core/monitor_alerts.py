@@ -1,10 +1,17 @@
-"""Monitor alerts from two consecutive snapshots; pure, so the panel, the status bar and tests share them."""
+"""Monitor alerts from consecutive snapshots; pure, so the panel, the status bar and tests share them.
+
+``evaluate_alerts`` looks at two snapshots; ``AlertTracker`` follows a run of them, so that an event seen in
+one sample (preemptions) stays raised for a hold time instead of flickering at the sampling rate.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from app.core.monitor_snapshot import MonitorSnapshot, format_bytes
+
+PREEMPTION_HOLD_S = 30.0  # a "preemptions rising" alert stays this long after the counter last grew
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,55 @@ def _preemption_alerts(previous: MonitorSnapshot | None, current: MonitorSnapsho
                 )
             )
     return alerts
+
+
+class AlertTracker:
+    """The alerts over a run of snapshots (times from ``taken_at_s``): those holding now, plus "preemptions
+    rising" kept for ``preemption_hold_s`` after each engine's preemption counter last grew."""
+
+    def __init__(self, thresholds: AlertThresholds | None = None, preemption_hold_s: float = PREEMPTION_HOLD_S):
+        self.thresholds = thresholds
+        self.preemption_hold_s = preemption_hold_s
+        self._previous: MonitorSnapshot | None = None
+        self._rises: dict[str, deque[tuple[float, int]]] = {}  # engine kind → (when, how many) in the hold
+
+    def update(self, current: MonitorSnapshot) -> tuple[Alert, ...]:
+        """Take the next snapshot and return the alerts in force."""
+        limits = self.thresholds or AlertThresholds()
+        previous, self._previous = self._previous, current
+        return (
+            *_kv_alerts(current, limits),
+            *self._held_preemptions(previous, current),
+            *_vram_alerts(current, limits),
+            *_leftover_alerts(current, limits),
+        )
+
+    def _held_preemptions(self, previous: MonitorSnapshot | None, current: MonitorSnapshot) -> list[Alert]:
+        now = current.taken_at_s
+        before = {e.kind: e.kv.preemptions_total for e in previous.engines if e.kv} if previous else {}
+        labels = {e.kind: e.label for e in current.engines}
+        for engine in current.engines:
+            total = engine.kv.preemptions_total if engine.kv else None
+            then = before.get(engine.kind)
+            if total is not None and then is not None and total > then:
+                self._rises.setdefault(engine.kind, deque()).append((now, total - then))
+        alerts = []
+        for kind, rises in list(self._rises.items()):
+            while rises and now - rises[0][0] > self.preemption_hold_s:
+                rises.popleft()
+            if not rises or kind not in labels:  # held out, or the engine is gone
+                del self._rises[kind]
+                continue
+            count = sum(n for _t, n in rises)
+            alerts.append(
+                Alert(
+                    f"preemptions:{kind}",
+                    "warning",
+                    f"{labels.get(kind, kind)}: {count} request(s) preempted in the last "
+                    f"{self.preemption_hold_s:.0f} s (the KV cache ran out; work is being recomputed).",
+                )
+            )
+        return alerts
 
 
 def _vram_alerts(snapshot: MonitorSnapshot, limits: AlertThresholds) -> list[Alert]:

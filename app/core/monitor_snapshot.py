@@ -70,7 +70,7 @@ class KvReading:
     requests_running: int | None = None
     requests_waiting: int | None = None
     preemptions_total: int | None = None
-    prefix_cache_hit_rate: float | None = None
+    prefix_cache_hit_rate: float | None = None  # over the last sample interval (the first: since start)
     generation_tokens_per_s: float | None = None
 
 

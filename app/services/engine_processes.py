@@ -30,6 +30,7 @@ class EngineTarget:
     root_pid: int | None = None
     kv: KvUsage | None = None  # llama.cpp: the cells its last reply left
     metrics_url: str | None = None
+    generated_tokens: int | None = None  # llama.cpp: tokens sampled so far over all replies (only grows)
 
 
 class ProcessTrees:
@@ -103,7 +104,8 @@ def llamacpp_target(backend: Any) -> EngineTarget | None:
     if pid is None and model is None:
         return None
     label = f"llama.cpp: {model.name}" if model is not None else "llama.cpp worker (no model)"
-    return EngineTarget("llamacpp", label, model is not None, pid, backend.kv_usage())
+    generated = getattr(backend, "generated_tokens_total", None)
+    return EngineTarget("llamacpp", label, model is not None, pid, backend.kv_usage(), generated_tokens=generated)
 
 
 def vllm_target(

@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from app.core.monitor_alerts import Alert, AlertThresholds, evaluate_alerts
+from app.core.monitor_alerts import Alert, AlertThresholds, AlertTracker
 from app.core.monitor_snapshot import EngineReading, KvReading, MonitorSnapshot, RamReading
 from app.core.timeseries import MonitorHistory
 from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics, rates
@@ -65,7 +65,7 @@ class MonitorSampler:
         self.nvml = nvml if nvml is not None else NvmlReader()
         self.interval_s = interval_s
         self.history = MonitorHistory(history_capacity)
-        self.thresholds = thresholds
+        self.alert_tracker = AlertTracker(thresholds)
         self.latest: MonitorSnapshot | None = None
         self.alerts: tuple[Alert, ...] = ()
         self._targets = targets
@@ -74,7 +74,7 @@ class MonitorSampler:
         self._http: Any = None
         self._trees = ProcessTrees()
         self._metrics_before: dict[str, tuple[float, VllmMetrics]] = {}
-        self._cells_before: dict[str, tuple[float, int]] = {}
+        self._generated_before: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -96,7 +96,7 @@ class MonitorSampler:
                 engines=engines,
                 processes=processes,
             )
-            self.alerts = evaluate_alerts(self.latest, snapshot, self.thresholds)
+            self.alerts = self.alert_tracker.update(snapshot)
             self.latest = snapshot
             self.history.add(snapshot)
             return snapshot
@@ -140,19 +140,22 @@ class MonitorSampler:
                 used_cells=kv.used_cells,
                 total_cells=kv.total_cells,
                 cells_per_sequence=per_sequence,
-                generation_tokens_per_s=self._context_growth_per_s(target.kind, kv.used_cells, now),
+                generation_tokens_per_s=self._generation_per_s(target.kind, target.generated_tokens, now),
             ),
             None,
         )
 
-    def _context_growth_per_s(self, key: str, used_cells: int, now: float) -> float | None:
-        """llama.cpp reports no token counter: tokens/s is how fast its context fills between two samples
-        (0 when idle or when a new chat shrank it)."""
-        before = self._cells_before.get(key)
-        self._cells_before[key] = (now, used_cells)  # one entry per engine kind
-        if before is None or now <= before[0]:
+    def _generation_per_s(self, key: str, generated: int | None, now: float) -> float | None:
+        """llama.cpp's tokens/s: how fast its count of sampled tokens grew since the last sample (0 when idle).
+        Not the context's growth, which also counts the prompt as it is processed."""
+        before = self._generated_before.get(key)
+        if generated is None:
+            self._generated_before.pop(key, None)
             return None
-        return max(used_cells - before[1], 0) / (now - before[0])
+        self._generated_before[key] = (now, generated)  # one entry per engine kind
+        if before is None or now <= before[0] or generated < before[1]:  # first reading, or a new backend
+            return None
+        return (generated - before[1]) / (now - before[0])
 
     def _vllm_kv(self, url: str, now: float) -> tuple[KvReading | None, str | None]:
         try:
@@ -168,9 +171,10 @@ class MonitorSampler:
             return None, str(exc)
         before = self._metrics_before.get(url)
         self._metrics_before = {url: (now, metrics)} | {k: v for k, v in self._metrics_before.items() if k != url}
-        tokens_per_s = None
-        if before is not None and now > before[0]:
-            tokens_per_s = rates(before[1], metrics, now - before[0]).generation_tokens_per_s
+        tokens_per_s, hit_rate = None, metrics.prefix_cache_hit_rate  # since the server started, until…
+        if before is not None and now > before[0]:  # …two readings give the figures over the last interval
+            interval = rates(before[1], metrics, now - before[0])
+            tokens_per_s, hit_rate = interval.generation_tokens_per_s, interval.prefix_cache_hit_rate
         return (
             KvReading(
                 usage_fraction=metrics.kv_cache_usage_fraction,
@@ -182,7 +186,7 @@ class MonitorSampler:
                 requests_running=metrics.requests_running,
                 requests_waiting=metrics.requests_waiting,
                 preemptions_total=None if metrics.preemptions_total is None else int(metrics.preemptions_total),
-                prefix_cache_hit_rate=metrics.prefix_cache_hit_rate,
+                prefix_cache_hit_rate=hit_rate,
                 generation_tokens_per_s=tokens_per_s,
             ),
             None,

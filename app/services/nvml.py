@@ -2,19 +2,25 @@
 
 One wrapper, :class:`NvmlReader`, that never raises: every failing NVML call becomes
 ``None`` in the readout, and a failed ``nvmlInit`` becomes a plain-words
-``unavailable_reason``.  ``pynvml`` is imported lazily on the first read.
+``unavailable_reason``.  ``pynvml`` is imported lazily on the first read.  A failed
+``nvmlInit`` (driver not loaded yet) or a failing device count (a GPU reset) is retried at
+most every ``retry_s`` seconds, shutting NVML down first, so GPUs come back without a restart.
 
 Traps handled (REFERENCE.md §6):
 - ``NVMLLibraryMismatchError`` is *not* an ``NVMLError``; the unversioned process
   calls raise it on drivers without the ``_v3`` symbol, so we fall back to ``_v2``.
 - ``usedGpuMemory`` is ``None`` on WDDM.
-- ``nvmlSystemGetProcessName`` returns bytes; very old bindings return bytes names.
+- nvidia-ml-py 13.x returns ``str`` from its string calls (``@convertStrBytes``, including
+  ``nvmlSystemGetProcessName``); older bindings return bytes, so both are accepted.
+- ``nvmlDeviceGetTemperature`` is deprecated: ``nvmlDeviceGetTemperatureV`` is tried first,
+  the old call only where the binding or the driver lacks it (AttributeError / FunctionNotFound).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,7 +36,10 @@ T = TypeVar("T")
 _ERR_NO_PERMISSION = 4
 _ERR_DRIVER_NOT_LOADED = 9
 _ERR_LIBRARY_NOT_FOUND = 12
+_ERR_FUNCTION_NOT_FOUND = 13
 _ERR_LIB_RM_VERSION_MISMATCH = 18
+
+RETRY_S = 30.0  # how often a failed start (or a lost device list) is retried
 
 _INIT_REASONS = {
     _ERR_LIBRARY_NOT_FOUND: (
@@ -78,14 +87,22 @@ class NvmlReader:
     """Reads every NVIDIA GPU through NVML; safe to call from any one thread at a time.
 
     ``module`` is the ``pynvml`` module to use (tests pass a fake); None imports
-    ``pynvml`` on the first :meth:`read`.
+    ``pynvml`` on the first :meth:`read`. A failed start is retried at most every ``retry_s``
+    seconds of ``clock``.
     """
 
-    def __init__(self, module: Any | None = None) -> None:
+    def __init__(
+        self, module: Any | None = None, *, retry_s: float = RETRY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._module = module
         self._lock = threading.Lock()
         self._started = False
         self._failure: str | None = None
+        self._failed_at = 0.0
+        self._retry_s = retry_s
+        self._clock = clock
+        self._missing_package = False
+        self._temperature_v = True  # until the binding or the driver turns out to lack it
         self._names: dict[int, str | None] = {}
 
     # -- public API ---------------------------------------------------------------
@@ -111,25 +128,38 @@ class NvmlReader:
     # -- internals ----------------------------------------------------------------
 
     def _start(self) -> str | None:
-        """Import and initialise NVML once; return the reason it is unavailable."""
+        """Import and initialise NVML; return the reason it is unavailable. A failure is remembered for
+        ``retry_s`` (no retry storm at 2 Hz), then init is tried again; a missing package is final."""
         if self._started:
             return None
-        if self._failure is not None:
+        if self._failure is not None and (self._missing_package or self._clock() - self._failed_at < self._retry_s):
             return self._failure
         if self._module is None:
             try:
                 import pynvml  # lazy: heavy-ish and absent on some installs
             except ImportError:
+                self._missing_package = True
                 self._failure = "GPU readings need the nvidia-ml-py package (pip install nvidia-ml-py)."
                 return self._failure
             self._module = pynvml
         try:
             self._module.nvmlInit()
         except Exception as exc:  # NVMLError_* or OSError from the loader
-            self._failure = _init_reason(exc)
-            return self._failure
-        self._started = True
+            return self._fail(_init_reason(exc))
+        self._started, self._failure = True, None
         return None
+
+    def _fail(self, reason: str) -> str:
+        self._failure, self._failed_at = reason, self._clock()
+        return reason
+
+    def _restart_later(self, reason: str) -> str:
+        """The driver lost its GPUs (a reset, a reload): shut NVML down; init is retried after ``retry_s``."""
+        if self._module is not None:
+            self._call(self._module.nvmlShutdown)
+        self._started = False
+        self._names.clear()
+        return self._fail(reason)
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T | None:
         """Call one NVML function; any failure (NVMLError*, mismatch, …) becomes None."""
@@ -154,8 +184,11 @@ class NvmlReader:
         cuda = _int(self._get("nvmlSystemGetCudaDriverVersion"))
         count = _int(self._get("nvmlDeviceGetCount"))
         if count is None:
-            reason = "The NVIDIA driver did not report its GPUs (NVML device count failed)."
-            return GpuReadout((), reason, driver, cuda)
+            reason = (
+                "The NVIDIA driver did not report its GPUs (NVML device count failed); "
+                f"retrying every {self._retry_s:g} s."
+            )
+            return GpuReadout((), self._restart_later(reason), driver, cuda)
         if count == 0:
             reason = "The NVIDIA driver is loaded but reports no GPUs."
             return GpuReadout((), reason, driver, cuda)
@@ -181,13 +214,27 @@ class NvmlReader:
             memory_used_bytes=_int(getattr(memory, "used", None)),
             memory_free_bytes=_int(getattr(memory, "free", None)),
             utilization_percent=_int(getattr(util, "gpu", None)),
-            temperature_c=_int(self._get("nvmlDeviceGetTemperature", handle, getattr(m, "NVML_TEMPERATURE_GPU", 0))),
+            temperature_c=self._temperature(handle),
             power_mw=_int(self._get("nvmlDeviceGetPowerUsage", handle)),
             power_limit_mw=_int(limit),
             clock_sm_mhz=_int(self._get("nvmlDeviceGetClockInfo", handle, getattr(m, "NVML_CLOCK_SM", 1))),
             clock_memory_mhz=_int(self._get("nvmlDeviceGetClockInfo", handle, getattr(m, "NVML_CLOCK_MEM", 2))),
             processes=self._read_processes(handle),
         )
+
+    def _temperature(self, handle: Any) -> int | None:
+        """GPU temperature: ``nvmlDeviceGetTemperatureV``, else the deprecated call where V is missing."""
+        sensor = getattr(self._module, "NVML_TEMPERATURE_GPU", 0)
+        fn = self._fn("nvmlDeviceGetTemperatureV") if self._temperature_v else None
+        if fn is not None:
+            try:
+                return _int(fn(handle, sensor))
+            except Exception as exc:
+                if getattr(exc, "value", None) != _ERR_FUNCTION_NOT_FOUND:  # NotSupported etc.: no reading
+                    log.debug("NVML nvmlDeviceGetTemperatureV failed: %s", exc)
+                    return None
+        self._temperature_v = False  # the binding or the driver lacks V: use the old call from now on
+        return _int(self._get("nvmlDeviceGetTemperature", handle, sensor))
 
     def _process_list(self, kind: str, handle: Any) -> list[Any]:
         """``nvmlDevice<kind>RunningProcesses``, falling back to ``_v2`` on a version mismatch."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -245,6 +245,7 @@ class MonitorPanel(QWidget):
     # --- exports ---------------------------------------------------------------------------------------------
     def _ask_path(self, title: str, filters: str, action: Callable[[Path], Any]) -> None:
         dialog = QFileDialog(self, title, str(Path.home()), filters)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)  # one per click: freed when it closes
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         dialog.fileSelected.connect(lambda path: action(Path(path)))
         dialog.open()
@@ -325,7 +326,8 @@ class MonitorPanel(QWidget):
 
 def monitor_targets(context: AppContext, vllm_panel: Any = None) -> list[EngineTarget]:
     """The engines to watch, read on the Qt thread: the llama.cpp worker and the vLLM server offered to chat
-    (with its PID when the vLLM page started it, so its processes' memory is counted)."""
+    (with its PID when it is the server the vLLM page started, so its processes' memory is counted; a remote
+    URL in the chat never gets the local server's PID)."""
     from app.services.engine_processes import llamacpp_target, vllm_target
 
     targets = [t for t in [llamacpp_target(context.backend)] if t is not None]
@@ -339,10 +341,15 @@ def monitor_targets(context: AppContext, vllm_panel: Any = None) -> list[EngineT
     url = context.vllm_target[0] if context.vllm_target is not None else getattr(server, "base_url", None)
     if url:
         endpoint = getattr(vllm_panel, "endpoint", None)
-        label = f"vLLM: {endpoint[1]}" if endpoint else None
+        label = f"vLLM: {endpoint[1]}" if endpoint and _same_url(endpoint[0], url) else None
         loaded = context.vllm_target is not None or endpoint is not None
-        targets.append(vllm_target(str(url), pid=pid if isinstance(pid, int) else None, label=label, loaded=loaded))
+        local = isinstance(pid, int) and _same_url(getattr(server, "base_url", None), url)
+        targets.append(vllm_target(str(url), pid=pid if local else None, label=label, loaded=loaded))
     return targets
+
+
+def _same_url(a: object, b: object) -> bool:
+    return isinstance(a, str) and isinstance(b, str) and a.rstrip("/").lower() == b.rstrip("/").lower()
 
 
 def format_bytes_float(value: float) -> str:

@@ -81,6 +81,37 @@ def test_kv_usage_grows_while_the_reply_streams(long_context_gguf):
     assert final.total_cells == 512 and seen[-1] <= final.used_cells + 1
 
 
+def test_generated_tokens_are_live_per_reply_and_total_only_grows(long_context_gguf):
+    """The monitor's tok/s reads generated_tokens_total: sampled tokens only (no prompt), live per delta."""
+    params = SamplingParams(max_tokens=30, seed=1, temperature=0.0)
+
+    async def scenario():
+        backend = LlamaCppBackend()
+        try:
+            await backend.load(str(long_context_gguf), LoadParams(n_ctx=512))
+            assert (backend.generated_tokens_live, backend.generated_tokens_total) == (0, 0)
+            replies = []
+            for _ in range(2):
+                seen = [
+                    (backend.generated_tokens_live, backend.generated_tokens_total)
+                    async for _delta in backend.stream_chat(USER_HI, params)
+                ]
+                replies.append((seen, backend.generated_tokens_live, backend.stats()))
+            return replies, backend.generated_tokens_total
+        finally:
+            await backend.close()
+
+    replies, total = run(scenario())
+    (first, first_end, first_stats), (second, second_end, second_stats) = replies
+    assert first_end == first_stats.completion_tokens == 30 and second_end == second_stats.completion_tokens == 30
+    assert first[0][0] <= 3 and second[0][0] <= 3  # reset per reply: starts near 1, not at the prompt size
+    lives = [live for live, _total in first + second]
+    assert lives[: len(first)] == sorted(lives[: len(first)]) and lives[-1] > lives[len(first)]
+    totals = [t for _live, t in first + second]
+    assert totals == sorted(totals) and total == 60
+    assert all(t == 30 + live for live, t in second)
+
+
 def test_no_template_picks_format_from_architecture(tiny_gguf_no_template):
     async def scenario():
         backend = LlamaCppBackend()

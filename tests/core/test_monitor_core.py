@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app.core.monitor_alerts import AlertThresholds, evaluate_alerts
+from app.core.monitor_alerts import AlertThresholds, AlertTracker, evaluate_alerts
 from app.core.monitor_snapshot import (
     EngineReading,
     GpuProcess,
@@ -123,6 +123,27 @@ def test_preemptions_rising_alert_only_when_the_counter_grows() -> None:
     (alert,) = evaluate_alerts(before, after)
     assert alert.key == "preemptions:vllm" and "3 request(s) preempted" in alert.message
     assert evaluate_alerts(after, after) == ()
+
+
+def test_preemptions_alert_is_held_for_30_s_after_the_last_rise() -> None:
+    tracker = AlertTracker()
+
+    def keys_at(t: float, preemptions: int, engines=None) -> list[str]:
+        return [a.key for a in tracker.update(snap(t, engines=engines or [vllm(preemptions=preemptions)]))]
+
+    assert keys_at(0.0, 4) == []
+    (alert,) = tracker.update(snap(0.5, engines=[vllm(preemptions=7)]))  # +3
+    assert alert.key == "preemptions:vllm" and "3 request(s) preempted in the last 30 s" in alert.message
+    assert keys_at(1.0, 7) == ["preemptions:vllm"]  # no new rise, still held (was gone at once before)
+    assert keys_at(20.0, 9) == ["preemptions:vllm"]  # +2, counted with the first rise
+    (alert,) = tracker.update(snap(30.6, engines=[vllm(preemptions=9)]))
+    assert "2 request(s)" in alert.message  # the first rise left the window
+    assert keys_at(50.0, 9) == ["preemptions:vllm"]  # 30 s after the last rise
+    assert keys_at(50.6, 9) == []  # released
+    assert keys_at(51.0, 12) == ["preemptions:vllm"]
+    assert keys_at(51.5, 12, engines=[EngineReading("llamacpp", "m", True)]) == []  # the vLLM engine is gone
+    kv_and_preempt = [a.key for a in tracker.update(snap(52.0, engines=[vllm(usage=0.95, preemptions=12)]))]
+    assert kv_and_preempt == ["kv:vllm"]  # counting starts afresh when the engine returns
 
 
 def test_vram_nearly_full_alert() -> None:

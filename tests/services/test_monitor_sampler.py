@@ -58,15 +58,14 @@ def test_no_driver_still_reports_ram_cpu_and_the_reason() -> None:
 
 
 def test_vllm_kv_from_metrics_and_tokens_per_second() -> None:
-    pages = iter(
-        [
-            METRICS,
-            METRICS.replace(
-                'generation_tokens_total{engine="0",model_name="tiny-llama"} 5152.0',
-                'generation_tokens_total{engine="0",model_name="tiny-llama"} 5652.0',
-            ),
-        ]
+    labels = '{engine="0",model_name="tiny-llama"}'
+    busier = (
+        METRICS.replace(f"generation_tokens_total{labels} 5152.0", f"generation_tokens_total{labels} 5652.0")
+        .replace(f"prefix_cache_queries_total{labels} 182.0", f"prefix_cache_queries_total{labels} 282.0")
+        .replace(f"prefix_cache_hits_total{labels} 0.0", f"prefix_cache_hits_total{labels} 75.0")
     )
+    assert f"prefix_cache_hits_total{labels} 75.0" in busier and f"queries_total{labels} 282.0" in busier
+    pages = iter([METRICS, busier, busier])
     clock = FakeClock()
     sampler = MonitorSampler(
         nvml=NvmlReader(FakePynvml([])),
@@ -81,8 +80,13 @@ def test_vllm_kv_from_metrics_and_tokens_per_second() -> None:
     assert first.used_blocks == round(0.007813453790745939 * 8192)
     assert first.total_cells == 8192 * 128
     assert first.generation_tokens_per_s is None  # needs two readings
+    assert first.prefix_cache_hit_rate == 0.0  # one reading: since the server started (0 of 182 tokens)
     second = sampler.sample().engines[0].kv
     assert second is not None and second.generation_tokens_per_s == pytest.approx(500 / 0.5)
+    assert second.prefix_cache_hit_rate == pytest.approx(75 / 100)  # this interval, not 75 / 282 since start
+    third = sampler.sample().engines[0].kv
+    assert third is not None and third.generation_tokens_per_s == 0.0
+    assert third.prefix_cache_hit_rate is None  # nothing queried in the interval
 
 
 def test_unreachable_metrics_is_a_problem_not_an_exception() -> None:
@@ -176,27 +180,50 @@ def test_real_llamacpp_worker_kv_cells_after_a_turn(tiny_gguf) -> None:
 
 
 def test_real_llamacpp_tokens_per_second_while_a_reply_streams(long_context_gguf) -> None:
-    """llama.cpp has no token counter; the monitor's tok/s is how fast the live KV cells grow."""
+    """The monitor's llama.cpp tok/s counts sampled tokens only: the prompt's prefill (the context jumps by
+    ~300 cells before the first token) must not show as a spike, and the rate is 0 once the reply is done."""
     backend = LlamaCppBackend()
     sampler = MonitorSampler(
         nvml=NvmlReader(FakePynvml([])), targets=lambda: [t for t in [llamacpp_target(backend)] if t]
     )
-    rates: list[float | None] = []
+    samples: list[tuple[float, float | None, int | None]] = []  # (time, tok/s, context cells) per sample
+
+    def take() -> None:
+        snapshot = sampler.sample()
+        (engine,) = snapshot.engines
+        assert engine.kv is not None
+        samples.append((snapshot.taken_at_s, engine.kv.generation_tokens_per_s, engine.kv.used_cells))
 
     async def turn() -> None:
         await backend.load(str(long_context_gguf), LoadParams(n_ctx=512))
+        take()  # idle, before the prompt
         params = SamplingParams(max_tokens=120, temperature=0.0, seed=1)
-        async for index, _delta in _enumerate(backend.stream_chat([{"role": "user", "content": "Hi"}], params)):
-            if index in (10, 60):
-                (engine,) = sampler.sample().engines
-                rates.append(engine.kv.generation_tokens_per_s if engine.kv else None)
+        prompt = [{"role": "user", "content": "hello there " * 120}]
+        async for index, _delta in _enumerate(backend.stream_chat(prompt, params)):
+            if index in (0, 40, 100):
+                take()
+        take()
+        await asyncio.sleep(0.05)
+        take()  # idle again
 
     try:
         asyncio.run(asyncio.wait_for(turn(), 120))
+        stats = backend.stats()
     finally:
         asyncio.run(backend.close())
+    assert stats is not None and stats.decode_tokens_per_s and stats.prompt_tokens > 200
+    rates = [rate for _t, rate, _cells in samples]
     assert rates[0] is None  # one sample: no rate yet
-    assert rates[1] is not None and rates[1] > 1.0
+    assert all(r is not None for r in rates[1:]), rates
+    bound = 5 * stats.decode_tokens_per_s
+    assert max(r for r in rates[1:] if r is not None) < bound, f"tok/s {rates} vs decode {stats.decode_tokens_per_s}"
+    # Over the prefill interval the rate accounts for the few tokens sampled, not the ~377-token prompt (the
+    # context's growth, which a rate from the KV cells would show).
+    prefill_s = samples[1][0] - samples[0][0]
+    assert (rates[1] or 0) * prefill_s < stats.prompt_tokens / 2, f"tok/s {rates} over {prefill_s:.4f} s"
+    assert (samples[1][2] or 0) >= stats.prompt_tokens  # the KV cells figure still counts the prompt
+    assert (rates[3] or 0) > 1.0  # while the reply streams
+    assert rates[-1] == 0.0  # idle
 
 
 async def _enumerate(stream):
@@ -216,7 +243,10 @@ def test_real_vllm_under_load_shows_kv_usage_and_running(vllm_server) -> None:
         body = {"model": model, "prompt": "hello " * 20, "max_tokens": 400, "ignore_eos": True}  # max_model_len 512
         with httpx.Client(timeout=120, trust_env=False, headers=vllm_server.headers) as client:
             while not stop.is_set():
-                statuses.append(client.post(f"{url}/v1/completions", json=body).status_code)
+                try:
+                    statuses.append(client.post(f"{url}/v1/completions", json=body).status_code)
+                except httpx.HTTPError:  # the session's server stopped under a request still running
+                    return
 
     workers = [threading.Thread(target=complete, daemon=True) for _ in range(8)]
     for w in workers:

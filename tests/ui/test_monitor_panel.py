@@ -257,3 +257,151 @@ def test_interval_and_prometheus_come_from_settings_and_changes_are_saved(qloop,
             await panel.shutdown()
 
     qloop.run_until_complete(scenario())
+
+
+def test_real_llamacpp_worker_cells_reach_the_engines_view(qloop, make_panel, tiny_gguf) -> None:
+    """A snapshot taken by the real sampler from a real llama.cpp worker after a chat turn, drawn by the views."""
+    from app.backends.llamacpp.backend import LlamaCppBackend
+    from app.core.params import LoadParams, SamplingParams
+    from app.services.engine_processes import llamacpp_target
+
+    backend = LlamaCppBackend()
+
+    async def scenario():
+        try:
+            await backend.load(str(tiny_gguf), LoadParams(n_ctx=512))
+            prompt = [{"role": "user", "content": "Hello there, tell me about the weather today. " * 4}]
+            async for _delta in backend.stream_chat(prompt, SamplingParams(max_tokens=16, temperature=0.0, seed=1)):
+                pass
+            kv = backend.kv_usage()
+            assert kv is not None and kv.used_cells > 20
+            panel = await make_panel(FakePynvml([]), targets=lambda: [t for t in [llamacpp_target(backend)] if t])
+            await until(lambda: panel.latest is not None and panel.latest.engines, 10)
+            panel.redraw()
+            (engine,) = panel.latest.engines
+            assert engine.pids[0] == backend.worker_pid and engine.kv is not None
+            assert engine.kv.used_cells == kv.used_cells and engine.kv.total_cells == 512
+            view = panel.engines_view
+            bar = view.llama_bar
+            assert bar.isVisible() and bar.value() == round(100 * kv.used_cells / 512) > 0
+            assert f"seq 0: {kv.used_cells:,} / 512 cells (n_ctx)" in bar.text()
+            assert "llama.cpp: " in view.summary.text() and "KV " in view.summary.text()
+            assert not view.kv_grid.isVisible()  # no vLLM here
+        finally:
+            await backend.close()
+
+    qloop.run_until_complete(scenario())
+
+
+@pytest.mark.slow
+def test_real_vllm_under_load_fills_the_kv_grid(qloop, make_standalone_panel, vllm_server) -> None:
+    """The real sampler reading the session vLLM server's /metrics while long completions run: the grid and
+    caption show the used blocks and running requests."""
+    import threading
+
+    from app.ui.monitor_panel import MonitorPanel
+
+    url, model = vllm_server.base_url, vllm_server.served_model_name
+    stop = threading.Event()
+
+    def complete() -> None:
+        body = {"model": model, "prompt": "hello " * 20, "max_tokens": 400, "ignore_eos": True}  # max_model_len 512
+        with httpx.Client(timeout=120, trust_env=False, headers=vllm_server.headers) as client:
+            while not stop.is_set():
+                try:
+                    client.post(f"{url}/v1/completions", json=body)
+                except httpx.HTTPError:  # the session's server stopped under a request still running
+                    return
+
+    def real_sampler(targets):
+        return MonitorSampler(nvml=NvmlReader(FakePynvml([])), targets=targets, interval_s=0.2)
+
+    def build(context):
+        targets = lambda: [vllm_target(url, pid=vllm_server.server.pid, label="vLLM: tiny")]  # noqa: E731
+        return MonitorPanel(context, targets=targets, sampler_factory=real_sampler, autostart=False)
+
+    async def scenario():
+        panel = await make_standalone_panel(build, (1100, 900))
+        await panel.start()
+
+        def busy() -> bool:
+            engine = panel.latest.engines[0] if panel.latest and panel.latest.engines else None
+            return bool(engine and engine.kv and engine.kv.used_blocks and engine.kv.requests_running)
+
+        await until(busy, 60)
+        panel.redraw()
+        kv = panel.latest.engines[0].kv
+        grid = panel.engines_view.kv_grid
+        assert grid.isVisible() and grid.total_blocks == kv.num_blocks
+        assert grid.used_blocks == kv.used_blocks > 0 and grid.used_cells > 0
+        assert f"running {kv.requests_running}" in panel.engines_view.kv_caption.text()
+
+    workers = [threading.Thread(target=complete, daemon=True) for _ in range(6)]
+    for worker in workers:
+        worker.start()
+    try:
+        qloop.run_until_complete(scenario())
+    finally:
+        stop.set()
+
+
+def test_a_remote_chat_url_never_gets_the_local_servers_pid() -> None:
+    from types import SimpleNamespace
+
+    from app.backends.llamacpp.backend import LlamaCppBackend
+    from app.ui.monitor_panel import monitor_targets
+
+    backend = LlamaCppBackend()  # no worker: no llama.cpp target
+    server = SimpleNamespace(pid=4242, ready=True, base_url="http://127.0.0.1:8000")
+    vllm_page = SimpleNamespace(server=server, endpoint=("http://127.0.0.1:8000", "tiny-llama", ""))
+    remote = SimpleNamespace(backend=backend, vllm_target=("https://gpu-box.lan:8000", "key"))
+    (target,) = monitor_targets(remote, vllm_page)  # type: ignore[arg-type]
+    assert target.metrics_url == "https://gpu-box.lan:8000" and target.root_pid is None
+    assert target.label == "vLLM at https://gpu-box.lan:8000"  # not the local server's model either
+    local = SimpleNamespace(backend=backend, vllm_target=("http://127.0.0.1:8000/", None))
+    (target,) = monitor_targets(local, vllm_page)  # type: ignore[arg-type]
+    assert target.root_pid == 4242 and target.label == "vLLM: tiny-llama"
+    page_only = SimpleNamespace(backend=backend, vllm_target=None)
+    (target,) = monitor_targets(page_only, vllm_page)  # type: ignore[arg-type]
+    assert target.root_pid == 4242 and target.metrics_url == "http://127.0.0.1:8000"
+
+
+def test_save_dialogs_are_deleted_when_closed(qloop, make_panel) -> None:
+    from PySide6.QtWidgets import QFileDialog
+
+    async def scenario():
+        panel = await make_panel(FakePynvml([]), targets=lambda: [])
+        for button in (panel.png_button, panel.csv_button, panel.png_button):
+            button.click()
+            (dialog,) = panel.findChildren(QFileDialog)
+            dialog.reject()
+            await until(lambda: not panel.findChildren(QFileDialog), 5)  # not one more per click
+
+    qloop.run_until_complete(scenario())
+
+
+def test_chart_leaves_gaps_for_missing_values(qtbot) -> None:
+    from app.ui.widgets.chart import ChartWidget, gap_segments, series_colors
+
+    points = [(0.0, 1.0), (1.0, 2.0), (2.0, None), (3.0, None), (4.0, 3.0), (5.0, None), (6.0, 4.0), (7.0, 5.0)]
+    assert gap_segments(points) == [[(0.0, 1.0), (1.0, 2.0)], [(4.0, 3.0)], [(6.0, 4.0), (7.0, 5.0)]]
+    chart = ChartWidget("tok/s", lambda v: f"{v:.0f}", window_s=100.0)
+    qtbot.addWidget(chart)
+    chart.resize(400, 200)
+    chart.y_max = 2.0
+    chart.set_series([("x", [(float(t), None if 30 < t < 70 else 1.0) for t in range(101)])], 100.0)
+    assert chart.latest_text() == "x 1"
+    image = chart.grab().toImage()
+    line = series_colors(chart.palette())[0]
+
+    def line_pixels(t: float) -> int:
+        x = round(chart.width() - 6 - (chart.width() - 12) * (100.0 - t) / 100.0)
+        near = 0
+        for y in range(image.height()):
+            c = image.pixelColor(x, y)
+            if abs(c.red() - line.red()) + abs(c.green() - line.green()) + abs(c.blue() - line.blue()) < 60:
+                near += 1
+        return near
+
+    assert line_pixels(15) > 0 and line_pixels(85) > 0
+    assert line_pixels(50) == 0  # the gap is not bridged by a line

@@ -58,6 +58,8 @@ class LlamaCppBackend(BackendBase):
         self._active: int | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        self._generated_reply = 0  # tokens sampled so far in the current (or last) reply, live
+        self._generated_earlier = 0  # tokens sampled in the replies before it
 
     # --- public API -------------------------------------------------------------------------
     @property
@@ -67,6 +69,17 @@ class LlamaCppBackend(BackendBase):
     @property
     def generating(self) -> bool:
         return self._active is not None
+
+    @property
+    def generated_tokens_live(self) -> int:
+        """Tokens sampled so far in the reply in flight (or the last one); updated with each delta."""
+        return self._generated_reply
+
+    @property
+    def generated_tokens_total(self) -> int:
+        """Tokens sampled over every reply of this backend, live: only grows, so the monitor can take a rate
+        of decoding alone (the context size also grows by the prompt)."""
+        return self._generated_earlier + self._generated_reply
 
     async def load(self, model: str, params: LoadParams) -> ModelInfo:
         """Load a GGUF in the worker (starting it if needed); raises ModelLoadError with a readable reason."""
@@ -151,6 +164,8 @@ class LlamaCppBackend(BackendBase):
     # --- internals ---------------------------------------------------------------------------
     def _begin(self, request_id: int) -> None:
         self._active = request_id
+        self._generated_earlier += self._generated_reply
+        self._generated_reply = 0
         self._idle.clear()
         self._set_state(StateKind.GENERATING, self._model.name if self._model else "")
 
@@ -199,6 +214,7 @@ class LlamaCppBackend(BackendBase):
         request_id = event["id"]
         reply = self._replies[request_id]
         now = time.perf_counter()
+        self._generated_reply = int(event.get("generated", self._generated_reply))  # on "delta" and "done"
         if event["event"] == "delta":
             reply.first_at = reply.first_at or now
             reply.last_at = now

@@ -43,6 +43,7 @@ class LlamaEngine:
     def __init__(self) -> None:
         self.llm: Any = None
         self.info: dict[str, Any] = {}
+        self.counter = TokenCounter()
         self._abort = threading.Event()
         self._abort_cb: Any = None
 

@@ -83,12 +83,18 @@ class Worker:
                 command["messages"],
                 SamplingParams.from_dict(command.get("sampling", {})),
                 lambda text: self.send(
-                    {"event": "delta", "id": request_id, "text": text, "kv_used": self.engine.context_tokens()}
+                    {
+                        "event": "delta",
+                        "id": request_id,
+                        "text": text,
+                        "kv_used": self.engine.context_tokens(),
+                        "generated": self.engine.counter.sampled,  # tokens sampled so far in this reply
+                    }
                 ),
             )
         finally:
             self._active_chat = None
-        self.send({"event": "done", "id": request_id, **result})
+        self.send({"event": "done", "id": request_id, "generated": self.engine.counter.sampled, **result})
 
 
 def main() -> None:

@@ -22,6 +22,22 @@ def series_colors(palette: QPalette) -> list[QColor]:
     return [palette.color(QPalette.ColorRole.Highlight), *(QColor(c) for c in named[1:])]
 
 
+def gap_segments(points: Points) -> list[list[tuple[float, float]]]:
+    """The runs of consecutive non-None points: each is drawn as its own line, so a gap stays a gap."""
+    runs: list[list[tuple[float, float]]] = []
+    current: list[tuple[float, float]] = []
+    for t, v in points:
+        if v is None:
+            if current:
+                runs.append(current)
+            current = []
+        else:
+            current.append((t, v))
+    if current:
+        runs.append(current)
+    return runs
+
+
 class ChartWidget(QWidget):
     """Lines over a sliding time window; ``set_series`` replaces what is drawn."""
 
@@ -32,7 +48,8 @@ class ChartWidget(QWidget):
         self.title = title
         self.formatter = formatter
         self.window_s = window_s
-        self.series: list[tuple[str, list[tuple[float, float]]]] = []
+        self.series: list[tuple[str, list[tuple[float, float]]]] = []  # the values shown (gaps left out)
+        self.segments: list[list[list[tuple[float, float]]]] = []  # per series, the runs between gaps
         self.y_max: float | None = None  # fixed top (e.g. 1.0 for a fraction); None scales to the data
         self.setMinimumSize(220, 120)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -41,9 +58,12 @@ class ChartWidget(QWidget):
         return QSize(320, 150)
 
     def set_series(self, series: Sequence[tuple[str, Points]], now_s: float) -> None:
+        """Show ``series`` over the window ending at ``now_s``; a None value is a gap in its line."""
         start = now_s - self.window_s
         self._now = now_s
-        self.series = [(name, [(t, v) for t, v in points if v is not None and t >= start]) for name, points in series]
+        shown = [(name, [(t, v) for t, v in points if t >= start]) for name, points in series]
+        self.series = [(name, [(t, v) for t, v in points if v is not None]) for name, points in shown]
+        self.segments = [gap_segments(points) for _name, points in shown]
         self.update()
 
     def latest_text(self) -> str:
@@ -72,20 +92,22 @@ class ChartWidget(QWidget):
         painter.setPen(text)
         painter.drawText(QPointF(plot.left() + 3, plot.top() + line_h), self.formatter(top))
         now = getattr(self, "_now", 0.0)
-        for (_name, points), color in zip(self.series, series_colors(palette), strict=False):
-            if not points:
-                continue
-            polygon = QPolygonF(
-                [
-                    QPointF(
-                        plot.right() - plot.width() * (now - t) / self.window_s,
-                        plot.bottom() - plot.height() * min(v / top, 1.0),
-                    )
-                    for t, v in points
-                ]
-            )
+        for runs, color in zip(self.segments, series_colors(palette), strict=False):
             painter.setPen(QPen(color, 2, Qt.PenStyle.SolidLine))
-            painter.drawPolyline(polygon)
+            for run in runs:
+                polygon = QPolygonF(
+                    [
+                        QPointF(
+                            plot.right() - plot.width() * (now - t) / self.window_s,
+                            plot.bottom() - plot.height() * min(v / top, 1.0),
+                        )
+                        for t, v in run
+                    ]
+                )
+                if len(run) == 1:
+                    painter.drawPoints(polygon)  # a lone reading between gaps
+                else:
+                    painter.drawPolyline(polygon)
         painter.end()
 
     def _draw_legend(self, painter: QPainter, text: QColor, line_h: int) -> None:
