@@ -303,6 +303,9 @@ def test_process_tree_counts_children_and_forgets_the_dead() -> None:
         assert trees.pids(parent.pid) == (parent.pid, child)  # cached until the refresh
         now[0] = 6.0
         assert trees.pids(parent.pid) == ()
+        deadline = time.monotonic() + 10  # SIGKILL is delivered asynchronously: wait until the child is dead
+        while rss_bytes([child]) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not rss_bytes([parent.pid, child])  # gone (None), or an unreaped zombie (0)
     finally:
         parent.kill()
