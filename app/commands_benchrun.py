@@ -1,9 +1,11 @@
 """``llm-workstation bench run`` (the throughput table for one engine) and ``bench runs`` (saved runs, compare).
 
 ``bench run --backend llamacpp`` drives the app's llama.cpp worker, which runs one sequence: at concurrency
-N > 1 the clients queue for it and the rows say so. ``--backend vllm`` needs a running server (``--endpoint``,
-default http://127.0.0.1:8000); ``--backend ollama`` a running Ollama (``--endpoint`` or the settings' host),
-and prints skipped rows with the reason when there is none.
+N > 1 the clients queue for it and the rows say so; ``--backend llamacpp --parallel`` instead runs N parallel
+sequences in one llama.cpp context at concurrency N (engine ``llamacpp-parallel``: plain-text prompts without the
+chat template, greedy, EOS ignored, a child process restarted per level). ``--backend vllm`` needs a running
+server (``--endpoint``, default http://127.0.0.1:8000); ``--backend ollama`` a running Ollama (``--endpoint`` or
+the settings' host), and prints skipped rows with the reason when there is none.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
         "--requests prompts (24/96/384 words, 50/30/20 %) by N closed-loop clients. Each prompt starts with the "
         "tag [run <nonce> c<N> r<k>] (nonce: random per run, saved in the result's workload), so no level or "
         "later run reuses another's prompt prefix cache. llama.cpp runs one stream: at N > 1 the clients queue "
-        "for it and the rows say so. vLLM replies ignore EOS (exactly --max-tokens). Max sustained: the most "
+        "for it and the rows say so; with --parallel it runs N parallel sequences in one context (--ctx tokens "
+        "each; plain-text prompts without the chat template, greedy, EOS ignored: a raw throughput figure). "
+        "vLLM replies ignore EOS (exactly --max-tokens). Max sustained: the most "
         "replies the engine ran at once without errors (vLLM: capped at the peak running requests in /metrics; "
         "Ollama: unknown, it queues beyond OLLAMA_NUM_PARALLEL).",
     )
@@ -63,6 +67,9 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
     bench.add_argument("--seed", type=int, default=defaults.seed)
     bench.add_argument("--prompt-words", default=None, help="prompt lengths in words, e.g. 24,96,384")
     bench.add_argument("--ctx", type=int, default=4096, help="context size (llama.cpp, Ollama)")
+    bench.add_argument("--parallel", action="store_true",
+                       help="llamacpp: concurrency N runs N parallel sequences in one context (engine "
+                       "llamacpp-parallel; plain-text prompts, no chat template)")  # fmt: skip
     bench.add_argument("--save", action="store_true", help="save the run (with this machine's description)")
     bench.add_argument("--json", action="store_true")
     runs = kinds.add_parser("runs", help="list saved bench runs, or compare two (--compare OLD NEW)")
@@ -112,6 +119,8 @@ def _target(args: argparse.Namespace) -> Any:
             raise ValueError(str(exc)) from None
     if args.backend == "ollama" and not args.model:
         raise ValueError("--model must name an Ollama model (see `llm-workstation ollama list`)")
+    if args.parallel and args.backend != "llamacpp":
+        raise ValueError("--parallel is for --backend llamacpp (vLLM and Ollama batch on their own)")
     if args.ctx < 16:
         raise ValueError("--ctx must be at least 16 tokens")
     return BenchTarget(
@@ -122,6 +131,7 @@ def _target(args: argparse.Namespace) -> Any:
         n_ctx=args.ctx,
         server_pid=args.server_pid,
         vllm_python=_vllm_python() if args.backend == "vllm" else None,
+        parallel=bool(args.parallel),
     )
 
 

@@ -3,6 +3,10 @@
 * **llama.cpp**: the app's worker process (``LlamaCppBackend``). The worker runs ONE sequence, so at
   concurrency N the N clients wait in line for it: the rows show that queue honestly (TTFT and latency include
   the wait, throughput stays that of one stream, ``parallel_streams`` is 1).
+* **llama.cpp parallel** (``BenchTarget.parallel``, row engine ``llamacpp-parallel``): a child process
+  (``app.services.llama_parallel``) with one context of ``n_seq_max = N`` sequences (``n_ctx`` per sequence),
+  restarted for each concurrency N; all active sequences decode in one batch per step, greedy, EOS ignored
+  (exactly ``max_tokens`` each), prompts as plain text without the chat template (a raw throughput figure).
 * **vLLM**: any OpenAI-compatible vLLM server (app-managed or ``--endpoint``), through the app's streaming client
   (``app.backends.openai_stream``) with ``include_usage`` for exact token counts and ``ignore_eos`` so each
   reply is ``max_tokens`` long; ``/metrics`` gives KV usage, running requests and preemptions.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -41,10 +46,12 @@ class BenchTarget:
     n_ctx: int = 4096
     server_pid: int | None = None
     vllm_python: str | None = None
+    parallel: bool = False  # llama.cpp only: N parallel sequences at concurrency N
 
     def to_dict(self) -> dict[str, Any]:
         """What a saved run records (the API key never)."""
-        return {"backend": self.backend, "model": self.model, "endpoint": self.endpoint, "n_ctx": self.n_ctx}
+        return {"backend": self.backend, "model": self.model, "endpoint": self.endpoint, "n_ctx": self.n_ctx,
+                "parallel": self.parallel}  # fmt: skip
 
 
 def _messages(prompt: str) -> list[dict[str, str]]:
@@ -139,6 +146,60 @@ class LlamaCppDriver:
 
     async def close(self) -> None:
         await self.backend.close()
+
+
+class LlamaCppParallelDriver:
+    name = "llamacpp-parallel"
+    note_always = True  # the note (no chat template) holds at concurrency 1 too
+    note = "N parallel sequences in one llama.cpp context; plain-text prompts (no chat template), EOS ignored"
+
+    def __init__(self, target: BenchTarget) -> None:
+        from app.services.llama_parallel import ParallelLlama
+
+        self.target = target
+        self.engine = ParallelLlama()
+        self.parallel_streams: int | None = 1
+
+    async def open(self) -> str:
+        await self._start(1)
+        return Path(self.target.model).stem
+
+    async def _start(self, slots: int) -> None:
+        from app.services.llama_parallel import ParallelLlamaError
+
+        try:
+            await self.engine.start(self.target.model, slots, self.target.n_ctx)
+        except ParallelLlamaError as exc:
+            raise BenchRunError(f"llama.cpp could not run {slots} parallel sequences: {exc}") from None
+        self.parallel_streams = slots
+
+    def pid(self) -> int | None:
+        return self.engine.pid
+
+    async def prepare(self, clients: int) -> None:
+        """Restart the child with ``clients`` sequences (and warm it with one short request)."""
+        if clients != self.engine.slots or self.engine.pid is None:
+            await self._start(clients)
+            await self.one("warm-up", 0, 2, 0.0)
+
+    async def one(self, prompt: str, seed: int, max_tokens: int, temperature: float) -> RequestSample:
+        from app.services.llama_parallel import ParallelLlamaError
+
+        sent = time.perf_counter()
+        try:
+            result = await self.engine.generate(prompt, max_tokens)
+        except ParallelLlamaError as exc:
+            return RequestSample(False, latency_ms=(time.perf_counter() - sent) * 1000, error=str(exc))
+        return RequestSample(True, result.tokens, result.ttft_ms, result.latency_ms)
+
+    async def metrics(self) -> VllmMetrics | None:
+        return None
+
+    def take_peak_kv(self) -> float | None:
+        return None
+
+    async def close(self) -> None:
+        await self.engine.close()
 
 
 class VllmDriver:
@@ -310,7 +371,7 @@ class OllamaDriver:
 
 def make_driver(target: BenchTarget) -> BenchDriver:
     if target.backend == "llamacpp":
-        return LlamaCppDriver(target)
+        return LlamaCppParallelDriver(target) if target.parallel else LlamaCppDriver(target)
     if target.backend == "vllm":
         return VllmDriver(target)
     if target.backend == "ollama":

@@ -173,7 +173,7 @@ async def _configuration(
         "server_generated_tokens": watch.counter_delta("generation_tokens_total"),
         "parallel_streams": driver.parallel_streams,
         "peak_running_requests": watch.peak_running,
-        "note": driver.note if concurrency > 1 else "",
+        "note": driver.note if concurrency > 1 or getattr(driver, "note_always", False) else "",
     }
     return summarize(driver.name, concurrency, samples, wall_s, **extra)
 

@@ -2,8 +2,9 @@
 
 The run is ``app.services.bench_run.run_bench`` as an asyncio task (its blocking parts run in executors), the
 same as ``llm-workstation bench run``. llama.cpp runs in a bench worker of its own (the chat's model stays
-loaded); vLLM is the server the vLLM page announced (:meth:`BenchPanel.set_vllm_server`) or a typed address;
-Ollama is the settings' host unless one is typed.
+loaded), or, with "llama.cpp parallel sequences" ticked, N sequences in one context of a child process; vLLM
+is the server the vLLM page announced (:meth:`BenchPanel.set_vllm_server`) or a typed address; Ollama is the
+settings' host unless one is typed.
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ class BenchPanel(QWidget):
         self.requests = _spin(1, 100_000, BenchWorkload().requests)
         self.max_tokens = _spin(1, 100_000, BenchWorkload().max_tokens)
         self.warmup = _spin(0, 1000, BenchWorkload().warmup)
+        self.parallel_check = QCheckBox("llama.cpp parallel sequences")
+        self.parallel_check.setToolTip("Concurrency N runs N sequences in one llama.cpp context (plain-text "
+                                       "prompts, no chat template); off: one stream, the clients queue")  # fmt: skip
         self.save_check = QCheckBox("Save the run")
         self.save_check.setChecked(True)
         self.run_button = slot_button("Run", self.start_run)
@@ -116,6 +120,7 @@ class BenchPanel(QWidget):
         grid.addWidget(self.browse_button, 0, 2)
         grid.addWidget(self.endpoint_edit, 1, 1)
         grid.addWidget(self.key_edit, 1, 2)
+        grid.addWidget(self.parallel_check, 1, 1)
         grid.addWidget(self.vllm_note, 2, 0, 1, 3)
         workload = QGroupBox("Workload (fixed and seeded: see `llm-workstation bench run --help`)")
         row = QHBoxLayout(workload)
@@ -161,6 +166,7 @@ class BenchPanel(QWidget):
         self.endpoint_edit.setVisible(kind != "llamacpp")
         self.key_edit.setVisible(kind == "vllm")
         self.browse_button.setVisible(kind == "llamacpp")
+        self.parallel_check.setVisible(kind == "llamacpp")
         self.vllm_note.setVisible(kind == "vllm")
         if kind == "vllm" and self._vllm and not self.endpoint_edit.text():
             self.endpoint_edit.setText(self._vllm[0])
@@ -215,7 +221,8 @@ class BenchPanel(QWidget):
             warmup=self.warmup.value(),
         )
         target = BenchTarget(kind, model, endpoint=endpoint, api_key=self.key_edit.text().strip() or None,
-                             vllm_python=self.context.settings.vllm_python or None)  # fmt: skip
+                             vllm_python=self.context.settings.vllm_python or None,
+                             parallel=kind == "llamacpp" and self.parallel_check.isChecked())  # fmt: skip
         return target, workload
 
     # --- running ------------------------------------------------------------------------------------------

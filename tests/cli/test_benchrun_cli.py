@@ -146,3 +146,29 @@ def test_api_key_comes_from_the_environment_not_only_the_command_line(monkeypatc
     assert args.api_key == "from-env"
     args = build_parser().parse_args(["bench", "run", "--backend", "vllm", "--model", "m", "--api-key", "given"])
     assert args.api_key == "given"
+
+
+def test_parallel_llamacpp_json_rows(capsys, long_context_gguf):
+    code, out, err = _run(capsys, "bench", "run", "--backend", "llamacpp", "--parallel", "--model",
+                          str(long_context_gguf), *SMALL, "--ctx", "256", "--json")  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["target"]["parallel"] is True
+    rows = result["rows"]
+    assert [r["concurrency"] for r in rows] == [1, 2]
+    for row in rows:
+        assert set(row) >= ROW_KEYS and row["backend"] == "llamacpp-parallel"
+        assert row["errors"] == 0 and row["output_tokens"] == 3 * 8
+        assert row["ttft_p50_ms"] <= row["ttft_p90_ms"] and row["latency_p50_ms"] <= row["latency_p90_ms"]
+    assert [r["parallel_streams"] for r in rows] == [1, 2]
+    assert [r["max_concurrency_sustained"] for r in rows] == [2, 2]
+
+
+def test_parallel_is_only_for_llamacpp(capsys):
+    code, _out, err = _run(capsys, "bench", "run", "--backend", "vllm", "--parallel")
+    assert code == 2 and err.startswith("llm-workstation: ") and "--parallel is for --backend llamacpp" in err
+    assert build_parser().parse_args(["bench", "run", "--backend", "llamacpp"]).parallel is False
+    with pytest.raises(SystemExit):
+        main(["bench", "run", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--parallel" in help_text and "parallel sequences in one context" in help_text

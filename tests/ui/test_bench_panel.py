@@ -242,3 +242,27 @@ def test_main_window_has_the_bench_page(qloop, make_window):
         assert "Start a vLLM server" in window.bench_panel.vllm_note.text()
 
     qloop.run_until_complete(scenario())
+
+
+def test_parallel_sequences_checkbox_runs_llamacpp_parallel(qloop, make_panel, long_context_gguf):
+    async def scenario():
+        panel = await make_panel()
+        _small(panel, str(long_context_gguf), concurrency="2", requests=2, max_tokens=4)
+        assert panel.parallel_check.isVisibleTo(panel) and not panel.parallel_check.isChecked()
+        panel.parallel_check.setChecked(True)
+        target, _workload = panel._target_and_workload()
+        assert target.parallel
+        panel.run_button.click()
+        await panel._task
+        await _idle()
+        assert panel.table.rowCount() == 1
+        headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
+        cells = {h: panel.table.item(0, c).text() for c, h in enumerate(headers)}
+        assert cells["Engine"] == "llamacpp-parallel" and cells["Errors"] == "0" and cells["Output tokens"] == "8"
+        assert cells["Max sustained"] == "2" and "no chat template" in cells["Note"]
+        panel.select_engine("vllm")
+        assert not panel.parallel_check.isVisibleTo(panel)
+        panel.endpoint_edit.setText("http://127.0.0.1:9")
+        assert not panel._target_and_workload()[0].parallel  # ticked, but only llama.cpp has it
+
+    qloop.run_until_complete(scenario())
