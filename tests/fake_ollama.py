@@ -22,14 +22,14 @@ import json
 import re
 import select
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_http import FakeServer, TrackedHandler
 
 VERSION = "0.12.6"
 DEFAULT_NUM_CTX = 4096
@@ -190,21 +190,6 @@ class _Blob:
     head: bytes
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = False  # server_close() joins only non-daemon handler threads
-    block_on_close = True
-    fake: FakeOllama
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client dropping its connection is normal; anything else is a bug in the fake, kept for the test."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):
-            return
-        if exc is not None:
-            self.fake.handler_errors.append(exc)
-        super().handle_error(request, client_address)
-
-
 def _echo_reply(messages: list[dict[str, Any]]) -> list[str]:
     """Deterministic reply tokens: ``You said: <last user message>`` split into words."""
     last = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
@@ -212,10 +197,11 @@ def _echo_reply(messages: list[dict[str, Any]]) -> list[str]:
     return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
 
-class FakeOllama:
+class FakeOllama(FakeServer):
     """An in-memory Ollama on a free local port. Use as a context manager, or start()/stop()."""
 
     def __init__(self, *, version: str | None = VERSION, adapters_supported: bool = True) -> None:
+        super().__init__()
         self.version = version  # None: /api/version is 404, as on a server that is not Ollama
         self.adapters_supported = adapters_supported
         self.models: dict[str, FakeModel] = {}
@@ -225,67 +211,21 @@ class FakeOllama:
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[str] = []  # routes whose stream the client closed early
         self.disconnected = threading.Event()
-        self.handler_errors: list[BaseException] = []  # exceptions the fake itself raised while answering
         self.chunk_delay = 0.0  # seconds between NDJSON lines (slow streaming)
         self.reply: Callable[[list[dict[str, Any]]], list[str]] = _echo_reply
         self.vram_fraction = 1.0  # size_vram / size reported by /api/ps
         self.load_error: str | None = None  # a chat that must load the model fails with this (HTTP 500)
         self._faults: dict[str, Fault] = {}
-        self._lock = threading.RLock()
-        self._stopping = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
 
-    # --- lifecycle -------------------------------------------------------------------------------------
+    # --- lifecycle: FakeServer (tests/fake_http.py) -------------------------------------------------------
     @property
     def host(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> FakeOllama:
-        server = _Server(("127.0.0.1", self.port), _Handler)
-        server.fake = self
-        self.port = server.server_address[1]
-        self._stopping.clear()
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening (later connections are refused), drop open connections and join every thread."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        self._stopping.set()
-        server.shutdown()
-        with self._lock:
-            for conn in list(self._connections):
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
-        server.server_close()  # joins the handler threads
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._server is not None
-
-    def __enter__(self) -> FakeOllama:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.base_url
 
     @staticmethod
     def unused_host() -> str:
         """A loopback URL on which nothing listens (connections are refused)."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        return f"http://127.0.0.1:{port}"
+        return FakeServer.unused_url()
 
     # --- test set-up -----------------------------------------------------------------------------------
     def add_model(self, name: str, **attrs: Any) -> FakeModel:
@@ -340,29 +280,10 @@ class _Abort(Exception):
     """The stream ended early: the client went away, the server died on purpose, or it is stopping."""
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-    timeout = 5  # an idle keep-alive connection never blocks stop() for long
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-        pass
-
+class _Handler(TrackedHandler):
     @property
     def fake(self) -> FakeOllama:
         return self.server.fake
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go does; no 40 ms stalls
-        with self.fake._lock:
-            self.fake._connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.fake._lock:
-            self.fake._connections.discard(self.connection)
-        with contextlib.suppress(OSError):
-            super().finish()
 
     # --- plumbing --------------------------------------------------------------------------------------
     def _read_body(self) -> bytes:
@@ -754,3 +675,6 @@ _ROUTES: dict[tuple[str, str], Callable[[_Handler, Any], None]] = {
     ("POST", "/api/create"): _Handler._create,
     ("POST", "/api/chat"): _Handler._chat,
 }
+
+
+FakeOllama.handler_class = _Handler

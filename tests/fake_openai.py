@@ -28,14 +28,14 @@ import random
 import re
 import select
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.fake_http import FakeServer, TrackedHandler
 
 METRICS_FIXTURE = Path(__file__).parent / "data" / "vllm_metrics.txt"
 VERSION = "0.33.0"
@@ -67,21 +67,6 @@ class Fault:
     die: bool = False
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = False  # server_close() joins only non-daemon handler threads
-    block_on_close = True
-    fake: FakeOpenAIServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client dropping its connection is normal; anything else is a bug in the fake, kept for the test."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):
-            return
-        if exc is not None:
-            self.fake.handler_errors.append(exc)
-        super().handle_error(request, client_address)
-
-
 def echo_tokens(prompt: str) -> list[str]:
     """The default reply: ``You said: <prompt>`` as word tokens (a leading space on all but the first)."""
     words = f"You said: {prompt}".split()
@@ -93,7 +78,7 @@ def error_body(message: str, error_type: str, code: int, param: str | None = Non
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(FakeServer):
     """A vLLM OpenAI server on a free local port. Use as a context manager, or start()/stop().
 
     Knobs (plain attributes, change them any time): ``loading`` (``/health`` and ``/v1/*`` answer 503),
@@ -106,6 +91,7 @@ class FakeOpenAIServer:
     def __init__(
         self, models: tuple[str, ...] = ("tiny-llama",), *, api_key: str | None = None, max_model_len: int = 4096
     ) -> None:
+        super().__init__()
         self.models = list(models)
         self.api_key = api_key
         self.max_model_len = max_model_len
@@ -117,7 +103,6 @@ class FakeOpenAIServer:
         self.disconnects: list[str] = []
         self.disconnected = threading.Event()
         self.finished: dict[str, str] = {}
-        self.handler_errors: list[BaseException] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self.prompt_tokens_served = 0
@@ -125,58 +110,7 @@ class FakeOpenAIServer:
         self._active_tokens: dict[str, int] = {}  # request id -> tokens in its KV cache now
         self._faults: dict[str, list[Fault]] = {}
         self._ids = itertools.count(1)
-        self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
-        self._stopping = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
-
-    # --- lifecycle -------------------------------------------------------------------------------------
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> FakeOpenAIServer:
-        server = _Server(("127.0.0.1", self.port), _Handler)
-        server.fake = self
-        self.port = server.server_address[1]
-        self._stopping.clear()
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening (later connections are refused), drop open connections and join every thread."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        self._stopping.set()
-        server.shutdown()
-        with self._lock:
-            for conn in list(self._connections):
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @staticmethod
-    def unused_url() -> str:
-        """A loopback URL on which nothing listens (connections are refused)."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        return f"http://127.0.0.1:{port}"
 
     # --- test set-up and read-back ---------------------------------------------------------------------
     def fail(
@@ -297,29 +231,10 @@ class _Abort(Exception):
     """The response ended early: the client went away, the server died on purpose, or it is stopping."""
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-    timeout = 5
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-        pass
-
+class _Handler(TrackedHandler):
     @property
     def fake(self) -> FakeOpenAIServer:
         return self.server.fake
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.fake._lock:
-            self.fake._connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.fake._lock:
-            self.fake._connections.discard(self.connection)
-        with contextlib.suppress(OSError):
-            super().finish()
 
     # --- plumbing --------------------------------------------------------------------------------------
     def do_GET(self) -> None:
@@ -593,3 +508,6 @@ def iter_sse(lines: Iterator[str]) -> Iterator[dict[str, Any] | str]:
         if line.startswith("data: "):
             payload = line[len("data: ") :]
             yield payload if payload == "[DONE]" else json.loads(payload)
+
+
+FakeOpenAIServer.handler_class = _Handler

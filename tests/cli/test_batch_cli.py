@@ -14,7 +14,7 @@ import time
 import pytest
 
 from app import commands_batch
-from tests import fake_openai
+from tests import fake_http
 from tests.fake_openai import FakeOpenAIServer
 
 
@@ -74,7 +74,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr(fake_openai._Server, "request_queue_size", 128)  # see tests/services/test_batch.py
+    monkeypatch.setattr(fake_http.FakeHttpServer, "request_queue_size", 128)  # see tests/services/test_batch.py
     with FakeOpenAIServer(models=("tiny",)) as server:
         yield server
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.core.batch_input import BatchRequest, parse_jsonl
 from app.services.batch import BatchError, BatchProgress, BatchRunner, normalize_endpoint
-from tests import fake_openai
+from tests import fake_http, fake_openai
 from tests.fake_openai import FakeOpenAIServer
 
 
@@ -21,7 +21,7 @@ def run(coro, timeout_s: float = 30):
 @pytest.fixture
 def fake(monkeypatch):
     # The fake's listen backlog (socketserver's default of 5) resets connections when many open at once.
-    monkeypatch.setattr(fake_openai._Server, "request_queue_size", 128)
+    monkeypatch.setattr(fake_http.FakeHttpServer, "request_queue_size", 128)
     before = set(threading.enumerate())
     with FakeOpenAIServer(models=("tiny", "other")) as server:
         yield server
