@@ -37,6 +37,7 @@ VERB_MODULES = (
     "commands_inspect",
     "commands_monitor",
     "commands_hub",
+    "commands_render",
 )
 
 
@@ -86,6 +87,9 @@ def _add_starter(verbs: argparse._SubParsersAction) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from app.services.paths import secure_app_files
+
+    secure_app_files()  # what earlier versions left readable by others becomes owner-only (window and CLI)
     if args.verb is None:
         from app.ui.app import run_gui
 

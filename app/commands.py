@@ -9,7 +9,9 @@ import sys
 from typing import Any
 
 from app.backends.base import BackendError
+from app.core.errors import InvalidInputError
 from app.core.gguf_header import GgufFileError, read_gguf_header
+from app.core.load_checks import context_beyond_training, memory_refusal
 from app.core.params import LoadParams, SamplingParams
 
 EXIT_FAILED = 1
@@ -31,21 +33,25 @@ def run(args: argparse.Namespace) -> int:
 
 def chat(args: argparse.Namespace) -> int:
     try:
-        read_gguf_header(args.model)
+        header = read_gguf_header(args.model)
     except GgufFileError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)
     load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_gpu_layers=args.gpu_layers)
     if problems := load.problems():
         return fail(" ".join(problems), EXIT_BAD_INPUT)
+    from app.services.machine_memory import read_machine_memory
+
+    if refusal := memory_refusal(header, load, read_machine_memory()):  # at once, before any worker starts
+        return fail(refusal, EXIT_BAD_INPUT)
     sampling = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed)
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
         {"role": "user", "content": args.prompt}
     ]
     try:
         result = asyncio.run(_chat(args.model, load, sampling, messages))
-    except BackendError as exc:
+    except BackendError as exc:  # a request that cannot work as asked (LoadRefusedError) is bad input
         print(file=sys.stdout, flush=True)
-        return fail(str(exc).replace("\n", " "))
+        return fail(str(exc).replace("\n", " "), EXIT_BAD_INPUT if isinstance(exc, InvalidInputError) else EXIT_FAILED)
     if args.json:
         print(json.dumps(result))
     return 0
@@ -54,11 +60,13 @@ def chat(args: argparse.Namespace) -> int:
 async def _chat(model: str, load: LoadParams, sampling: SamplingParams, messages: list[dict[str, str]]) -> dict:
     from app.backends.llamacpp.backend import LlamaCppBackend
 
-    backend = LlamaCppBackend()
+    backend = LlamaCppBackend()  # chat() has checked the memory; the worker still refuses what RAM cannot hold
     try:
         info = await backend.load(model, load)
-        if not info.chat_format_reason.startswith("Using the chat template"):
+        if info.chat_format is not None and load.chat_format is None:
             print(f"note: {info.chat_format_reason}", file=sys.stderr)
+        if warning := context_beyond_training(info.n_ctx, info.n_ctx_train):
+            print(f"warning: {warning}", file=sys.stderr)
         parts: list[str] = []
         async for delta in backend.stream_chat(messages, sampling):
             parts.append(delta.text)

@@ -125,7 +125,8 @@ def _download(service: HubService, args: argparse.Namespace, target_dir: str) ->
         print(file=sys.stderr)
         return fail("interrupted; run the same command again to resume from the partial file", 130)
     if job.state != DONE:
-        return fail(job.error.replace("\n", " "), EXIT_BAD_INPUT if job.error_kind == "not_found" else EXIT_FAILED)
+        code = EXIT_BAD_INPUT if job.error_kind in ("not_found", "bad_input") else EXIT_FAILED
+        return fail(job.error.replace("\n", " "), code)
     print(job.local_path)
     return 0
 

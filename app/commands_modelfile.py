@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from app.core.modelfile import Modelfile, ModelfileError, parse_modelfile
+from app.core.modelfile import Modelfile, ModelfileError, parse_modelfile, read_modelfile
 from app.core.modelfile_params import check_modelfile
+from app.core.user_files import UserFileError
 
 EXIT_BAD_INPUT = 2
 
@@ -30,7 +30,10 @@ def add_parser(verbs: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        data = Path(args.file).read_bytes()
+        data = read_modelfile(args.file)  # a FIFO, a device or a file over 1 MiB is refused before reading
+    except UserFileError as exc:
+        print(f"llm-workstation: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except OSError as exc:
         print(f"llm-workstation: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from app.core.modelfile import Modelfile, ModelfileError, parse_modelfile
+from app.core.modelfile import Modelfile, ModelfileError, parse_modelfile, read_modelfile
+from app.core.user_files import UserFileError
 
 if TYPE_CHECKING:
     from app.services.ollama_service import OllamaService
@@ -160,7 +161,9 @@ async def _pull(service: OllamaService, name: str) -> int:
 
 def _create(args: argparse.Namespace) -> int:
     try:
-        data = Path(args.file).read_bytes()
+        data = read_modelfile(args.file)  # a FIFO, a device or a file over 1 MiB is refused before reading
+    except UserFileError as exc:
+        return fail(str(exc), EXIT_BAD_INPUT)
     except OSError as exc:
         return fail(f"cannot read {args.file}: {exc.strerror or exc}", EXIT_BAD_INPUT)
     try:

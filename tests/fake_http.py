@@ -43,6 +43,17 @@ class TrackedHandler(BaseHTTPRequestHandler):
         with fake._lock:
             fake._connections.add(self.connection)
 
+    def answer_raw(self, path: str) -> bool:
+        """Send the raw answer queued for ``path`` (see ``FakeServer.send_raw``), if any; True when it did."""
+        body = self.server.fake._take_raw(path)
+        if body is None:
+            return False
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return True
+
     def finish(self) -> None:
         fake = self.server.fake
         with fake._lock:
@@ -63,7 +74,20 @@ class FakeServer:
         self._connections: set[socket.socket] = set()
         self._server: FakeHttpServer | None = None
         self._thread: threading.Thread | None = None
+        self._raw: dict[str, list[bytes]] = {}
         self.port = 0
+
+    def send_raw(self, path: str, body: bytes) -> None:
+        """Answer the next request to ``path`` with HTTP 200 and ``body`` as it is: a broken or hostile server.
+
+        Several queue up in order; the request is still recorded."""
+        with self._lock:
+            self._raw.setdefault(path, []).append(body)
+
+    def _take_raw(self, path: str) -> bytes | None:
+        with self._lock:
+            queue = self._raw.get(path)
+            return queue.pop(0) if queue else None
 
     @property
     def base_url(self) -> str:

@@ -310,6 +310,8 @@ class _Handler(TrackedHandler):
             except ValueError:
                 body = None
         self.fake._record(RecordedRequest(method, path, dict(self.headers.items()), body, len(raw)))
+        if self.answer_raw(path):
+            return
         if raw and body is None and not path.startswith("/api/blobs/"):
             return self._json(400, {"error": "invalid character in request body"})
         route = _ROUTES.get((method, path))

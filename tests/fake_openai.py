@@ -253,6 +253,8 @@ class _Handler(TrackedHandler):
             body = None
         record = RecordedRequest(method, path, dict(self.headers.items()), body)
         self.fake._record(record)
+        if self.answer_raw(path):
+            return
         route = _ROUTES.get((method, path))
         if route is None:
             return self._json(404, {"detail": "Not Found"})

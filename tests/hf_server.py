@@ -5,7 +5,8 @@ and LFS data when ``blobs=true``) and ``HEAD/GET /{repo}/resolve/{rev}/{path}`` 
 Content-Length, Accept-Ranges and Range (206 / 416; with ``ignore_range``, 200 and the whole file). Gated
 repositories answer 401 (no token) or 403 (wrong token) with ``X-Error-Code: GatedRepo``, as the Hub does. Every
 resolve request is logged with its Range and the body bytes actually sent, so tests can prove what a resumed
-download re-fetched.
+download re-fetched. Hooks let it play a hostile mirror: ``Repo.info_extra``/``sibling_extra``/``raw_info``,
+``HubServer.raw_search`` and ``catch_all``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ class Repo:
     downloads: int = 0
     likes: int = 0
     last_modified: str = "2026-01-01T00:00:00.000Z"
+    # A hostile mirror's hooks: fields merged into the model info answer (e.g. {"sha": "../x"}) or into one
+    # file's sibling entry (e.g. {"size": -1}), or the raw bytes of the whole answer (e.g. deeply nested JSON).
+    info_extra: dict[str, Any] = field(default_factory=dict)
+    sibling_extra: dict[str, dict[str, Any]] = field(default_factory=dict)
+    raw_info: bytes | None = None
 
     @property
     def commit(self) -> str:
@@ -58,7 +64,7 @@ class Repo:
         item: dict[str, Any] = {"rfilename": path, "size": len(data), "blobId": blob_id}
         if path.endswith(LFS_SUFFIXES):
             item["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
-        return item
+        return item | self.sibling_extra.get(path, {})
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,8 @@ class HubServer:
         self.chunk_bytes = 64 << 10
         self.redirect_lfs = False  # answer LFS resolves with a 302 to /cdn/..., as huggingface.co does
         self.ignore_range = False  # answer every GET with 200 and the whole file, as some mirrors do
+        self.raw_search: bytes | None = None  # the raw body of every search answer (a hostile mirror's)
+        self.catch_all: bytes | None = None  # serve these bytes for any other file path, as a hostile mirror may
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -137,13 +145,15 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     self._resolve(method, path)
                 elif path.startswith("/cdn/"):
                     self._cdn(method, path[len("/cdn/") :])
+                elif hub.catch_all is not None and not path.startswith("/api/"):
+                    self._send_any(method, path, hub.catch_all)
                 else:
                     self._send_json(404, {"error": "not found"})
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
 
         def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(body).encode()
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -153,6 +163,9 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _search(self, query: dict[str, list[str]]) -> None:
+            if hub.raw_search is not None:
+                self._send_json(200, hub.raw_search)
+                return
             text = (query.get("search") or [""])[0].lower()
             filters = query.get("filter", [])
             repos = [r for r in hub.repos.values() if text in r.id.lower() and all(f in r.tags for f in filters)]
@@ -181,6 +194,9 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             if repo is None:
                 self._send_json(404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
                 return
+            if repo.raw_info is not None:
+                self._send_json(200, repo.raw_info)
+                return
             body = self._summary(repo) | {
                 "sha": repo.commit,
                 "cardData": {"license": repo.license} if repo.license else {},
@@ -191,7 +207,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     for p in repo.files
                 ],
             }
-            self._send_json(200, body)
+            self._send_json(200, body | repo.info_extra)
 
         def _resolve(self, method: str, path: str) -> None:
             repo_id, rest = path.lstrip("/").split("/resolve/", 1)
@@ -208,6 +224,9 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     {"error": "Access to model is restricted."},
                     {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access to model is restricted."},
                 )
+                return
+            if file_path not in repo.files and hub.catch_all is not None:
+                self._send_any(method, file_path, hub.catch_all)
                 return
             if file_path not in repo.files:
                 self._send_json(404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"})
@@ -270,6 +289,16 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             sent = 0 if method == "HEAD" else self._stream(data[:end], start, fault)
             hub.record(RangeLog(file_path, method, status, start, sent))
+
+        def _send_any(self, method: str, path: str, data: bytes) -> None:
+            """``data`` whole, whatever was asked for (a hostile mirror's answer to a path it does not have)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if method == "GET":
+                self.wfile.write(data)
+            hub.record(RangeLog(path, method, 200, 0, len(data) if method == "GET" else 0))
 
         def _range(self, size: int) -> tuple[int, int, int]:
             """(first byte, end exclusive, status) for the request's Range header."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import json
 import logging
 import os
 import time
@@ -36,6 +35,7 @@ from app.backends.base import (
     StateKind,
 )
 from app.backends.http_lines import closing_lines
+from app.core import safe_json
 from app.core.chat import ReplyStats
 from app.core.lazy_import import lazy_import
 from app.core.params import LoadParams, SamplingParams
@@ -145,9 +145,18 @@ def connection_failure(exc: BaseException, host: str, doing: str) -> str | None:
             f"The connection to Ollama at {host} was lost while {doing}. "
             "Check that Ollama is still running (`ollama serve`) and try again."
         )
-    if isinstance(exc, json.JSONDecodeError | pydantic.ValidationError | httpx.DecodingError):
-        return f"The server at {host} sent a reply this app cannot read while {doing}. Is it an Ollama server?"
+    if isinstance(exc, safe_json.JsonError | RecursionError | pydantic.ValidationError | httpx.DecodingError):
+        why = _why_unreadable(exc)
+        return f"The server at {host} sent a reply this app cannot read while {doing}{why}. Is it an Ollama server?"
     return None
+
+
+def _why_unreadable(exc: BaseException) -> str:
+    if isinstance(exc, safe_json.JsonError):
+        return f" ({exc})"
+    if isinstance(exc, RecursionError):  # the official client parses with json.loads: deep nesting raises this
+        return " (its JSON is nested too deeply)"
+    return ""
 
 
 # --- options ------------------------------------------------------------------------------------------------
@@ -338,7 +347,7 @@ class OllamaBackend(BackendBase):
                     async for line in lines:
                         if not line.strip():
                             continue
-                        part = json.loads(line)
+                        part = safe_json.loads_object(line, what="a line of the reply")
                         if error := part.get("error"):
                             raise ollama.ResponseError(str(error))
                         queue.put_nowait(("chunk", ollama.ChatResponse(**part)))

@@ -8,20 +8,22 @@ together: it streams one reply into a ``ChatStream``, telling its owner when the
 asking it to word any failure.
 
 Failures reach ``failure`` as ``HttpError`` (a status other than 200), ``StreamTruncated`` (no ``[DONE]``),
-``StreamError`` (an error event in the stream), ``httpx.HTTPError`` or ``ValueError`` (a chunk that is not JSON).
+``StreamError`` (an error event in the stream), ``httpx.HTTPError`` or ``JsonError``, a ``ValueError`` (a chunk
+that is not JSON, is nested too deeply or is too large).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.backends.base import Delta
+from app.backends.http_json import response_json_or_none
 from app.backends.http_lines import closing_lines
+from app.core import safe_json
 from app.core.chat import ReplyStats
 from app.core.lazy_import import lazy_import
 from app.core.params import SamplingParams
@@ -92,11 +94,8 @@ def error_message(payload: Any) -> str | None:
 
 
 def json_or_none(response: httpx.Response) -> Any:
-    """The response's JSON, or None when its body is not JSON."""
-    try:
-        return response.json()
-    except ValueError:
-        return None
+    """The response's JSON, or None when its body is not JSON (or too deep, or too large)."""
+    return response_json_or_none(response, what="the server's answer")
 
 
 class HttpError(Exception):
@@ -153,17 +152,24 @@ class Reply:
 
 
 def absorb(reply: Reply, chunk: Any) -> str:
-    """Take one SSE chunk into ``reply``; returns its text. Raises StreamError for an error event."""
+    """Take one SSE chunk into ``reply``; returns its text. Raises StreamError for an error event.
+
+    Parts of the wrong shape (a server's bug, or a hostile one) are ignored rather than raised."""
     message = error_message(chunk)
     if message is not None:
         raise StreamError(message)
     if not isinstance(chunk, dict):
         return ""
-    if chunk.get("usage"):
-        reply.usage = chunk["usage"]
+    if isinstance(usage := chunk.get("usage"), dict) and usage:
+        reply.usage = usage
     text = ""
-    for choice in chunk.get("choices") or []:
-        text += (choice.get("delta") or {}).get("content") or ""
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        content = delta.get("content") if isinstance(delta, dict) else None
+        text += content if isinstance(content, str) else ""
         reply.finish = choice.get("finish_reason") or reply.finish
     if text:
         now = time.perf_counter()
@@ -278,7 +284,7 @@ async def _pump(client: httpx.AsyncClient, body: dict[str, Any], queue: asyncio.
                     if data == DONE:
                         queue.put_nowait(("end", None))
                         return
-                    queue.put_nowait(("chunk", json.loads(data)))
+                    queue.put_nowait(("chunk", safe_json.loads(data, what="a chunk of the reply")))
         raise StreamTruncated
     except asyncio.CancelledError:
         queue.put_nowait(("stopped", None))

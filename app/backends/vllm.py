@@ -32,6 +32,7 @@ from app.backends.base import (
     ModelLoadError,
     StateKind,
 )
+from app.backends.http_json import response_json
 from app.backends.openai_stream import (
     ChatStream,
     HttpError,
@@ -286,8 +287,9 @@ class VllmBackend(BackendBase):
         response = await self._get("/v1/models", "listing its models")
         self._check_status(response, "/v1/models")
         try:
-            entries = [e for e in response.json()["data"] if isinstance(e, dict) and "id" in e]
-        except (ValueError, KeyError, TypeError):
+            body = response_json(response, what="its /v1/models answer")
+            entries = [e for e in body["data"] if isinstance(e, dict) and "id" in e]
+        except (ValueError, KeyError, TypeError):  # ValueError: JsonError (not JSON, nested, too large)
             raise BackendError(f"The server at {self.base_url} is not a vLLM (OpenAI-compatible) server.") from None
         names = [str(e["id"]) for e in entries]
         if not model and len(entries) == 1:
@@ -379,7 +381,7 @@ class VllmBackend(BackendBase):
             return GenerationError(self._transport_failure(exc, "generating a reply") + kept, partial)
         if isinstance(exc, StreamError):
             return GenerationError(f"vLLM stopped the reply with an error: {exc}.{kept}", partial)
-        if isinstance(exc, ValueError):  # json.JSONDecodeError included
-            return GenerationError(f"vLLM at {self.base_url} sent a reply this app cannot read.{kept}", partial)
+        if isinstance(exc, ValueError):  # JsonError: a chunk not JSON, nested too deeply or too large
+            return GenerationError(f"vLLM at {self.base_url} sent a reply this app cannot read ({exc}).{kept}", partial)
         log.error("Unexpected failure streaming from vLLM: %r", exc)
         return GenerationError(f"Generating through vLLM failed: {exc}.{kept}", partial)

@@ -10,14 +10,30 @@ request fields (``max_tokens``, ``temperature``…) are optional columns. A line
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import functools
 import io
 import json
 import math
-from collections.abc import Iterable, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+from app.core import safe_json
+from app.core.bounded_lines import BoundedLines, LinesError, LineTooLong
+from app.core.user_files import MiB, UserFileError, human_limit, open_user_file
+
+# OpenAI's Batch API takes input files of up to 200 MB. Every request is held in memory while a batch runs, so
+# 1 GiB is the ceiling here: a larger batch is better split. The file is read a line at a time, bounded per line.
+MAX_INPUT_BYTES = 1024 * MiB
+MAX_LINE_BYTES = 16 * MiB  # one JSONL request (the JSON bound of safe_json)
+CSV_FIELD_LIMIT = 16 * MiB  # characters in one CSV field (Python's csv module allows 128 KiB by default)
+CSV_MAX_LINE_BYTES = 4 * CSV_FIELD_LIMIT  # a line holding a field at the limit, in UTF-8 at worst
+MAX_RESULT_LINE_BYTES = 256 * MiB  # one line of an earlier run's output: the reply can be long
 
 # The runner owns these: it always streams and asks for usage.
 RUNNER_FIELDS = ("stream", "stream_options")
@@ -177,21 +193,51 @@ def _dedupe(found: Iterable[BatchRequest | InputProblem], result: BatchInput) ->
     return result
 
 
+# --- reading files ------------------------------------------------------------------------------------------------
+def _too_large_file(name: str) -> str:
+    return (
+        f"{name} is larger than {human_limit(MAX_INPUT_BYTES)}, more than one batch should hold "
+        "(every request is kept in memory while it runs); split it into several files"
+    )
+
+
+def _jsonl_items(lines: BoundedLines) -> Iterator[BatchRequest | InputProblem]:
+    while True:
+        try:
+            raw = lines.text()
+        except LineTooLong as exc:
+            yield InputProblem(exc.number, f"the line is longer than {human_limit(MAX_LINE_BYTES)}; shorten it")
+            continue
+        if raw is None:
+            return
+        if not raw.strip():
+            continue
+        try:
+            data = safe_json.loads(raw, what="the line", max_bytes=None)  # the reader bounds the line
+        except safe_json.JsonError as exc:  # "line 3: bad JSON: Expecting ...", "... nested too deeply ..."
+            detail = str(exc).removeprefix("the line is ").removeprefix("not valid JSON: ")
+            yield InputProblem(lines.number, f"bad JSON: {detail}")
+            continue
+        yield request_from_object(data, lines.number)
+
+
+def _parse_jsonl(stream: BinaryIO, name: str) -> BatchInput:
+    return _dedupe(_jsonl_items(BoundedLines(stream, name, MAX_LINE_BYTES, MAX_INPUT_BYTES)), BatchInput())
+
+
+def _read(parse: Callable[[BinaryIO, str], BatchInput], stream: BinaryIO, name: str) -> BatchInput:
+    """``parse(stream, name)``, with the errors that stop the whole file as ``BatchInputError``s."""
+    try:
+        return parse(stream, name)
+    except LinesError as exc:
+        raise BatchInputError(str(exc)) from None
+    except OSError as exc:
+        raise BatchInputError(f"cannot read {name}: {exc.strerror or exc}") from exc
+
+
 def parse_jsonl(text: str) -> BatchInput:
     """Read JSONL text; blank lines are skipped, every other bad line becomes a problem."""
-
-    def items() -> Iterable[BatchRequest | InputProblem]:
-        for number, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                data = json.loads(raw)
-            except ValueError as exc:
-                yield InputProblem(number, f"bad JSON: {exc}")
-                continue
-            yield request_from_object(data, number)
-
-    return _dedupe(items(), BatchInput())
+    return _read(_parse_jsonl, io.BytesIO(text.encode("utf-8")), "the input")
 
 
 def _coerce_cell(name: str, text: str) -> Any:
@@ -212,36 +258,108 @@ def _coerce_cell(name: str, text: str) -> Any:
     return text
 
 
+_FIELD_LIMIT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _csv_field_limit() -> Iterator[None]:
+    """``csv.field_size_limit`` is process-wide: it is raised to ``CSV_FIELD_LIMIT`` while one CSV is read and
+    put back after. A csv reader in another thread meanwhile sees the higher limit (only more lenient); two
+    batch reads take turns."""
+    with _FIELD_LIMIT_LOCK:
+        previous = csv.field_size_limit(CSV_FIELD_LIMIT)
+        try:
+            yield
+        finally:
+            csv.field_size_limit(previous)
+
+
+def _csv_records(lines: BoundedLines) -> Iterator[tuple[int, list[str]] | InputProblem]:
+    """The records of a CSV after its header, each with the number of its first line, or the problem with one.
+
+    The reader is strict, so a quote left open is an error rather than rows run together. After an error the
+    rest of the record is skipped: up to the line break where its quotes pair up (RFC 4180 doubles a quote
+    inside a quoted field, so an open quote leaves an odd count)."""
+    while True:
+        reader = csv.reader(lines.texts(), strict=True)
+        while True:
+            start = lines.number + 1
+            lines.quotes = 0
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except (csv.Error, LineTooLong) as exc:
+                open_at_end = _skip_rest_of_record(lines)
+                yield InputProblem(start, _csv_reason(exc, start, lines.number, open_at_end))
+                break  # the failed reader's state is spent: a new one for the next record
+            yield start, row
+
+
+def _skip_rest_of_record(lines: BoundedLines) -> bool:
+    """Read on until the record's quotes pair up; True when the file ended with one still open."""
+    while lines.quotes % 2:
+        try:
+            if lines.raw() is None:
+                return True
+        except LineTooLong:
+            continue
+    return False
+
+
+def _csv_reason(exc: Exception, start: int, end: int, open_at_end: bool) -> str:
+    span = f"lines {start}-{end}" if end > start else "this line"
+    if open_at_end or "unexpected end of data" in str(exc):
+        return (
+            f"unterminated quote: the quoted field that opens here is never closed, so {span} ran together "
+            "and did not run; close the quote"
+        )
+    if isinstance(exc, LineTooLong):
+        return f"a line is longer than {human_limit(CSV_MAX_LINE_BYTES)}, so {span} did not run; shorten the row"
+    if "field larger than field limit" in str(exc):
+        return f"a field is longer than {CSV_FIELD_LIMIT:,} characters (16 Mi), so {span} did not run; shorten it"
+    return f'bad CSV quoting ({exc}), so {span} did not run; write a " inside a quoted field twice ("")'
+
+
+def _parse_csv(stream: BinaryIO, name: str, as_chat: bool) -> BatchInput:
+    with _csv_field_limit():
+        records = _csv_records(BoundedLines(stream, name, CSV_MAX_LINE_BYTES, MAX_INPUT_BYTES))
+        first = next(records, None)
+        if isinstance(first, InputProblem):
+            raise BatchInputError(f"the CSV header row cannot be read: {first.reason}")
+        header = [name.strip().lower() for name in first[1]] if first is not None else []
+        if "prompt" not in header:
+            raise BatchInputError('the CSV has no "prompt" column; its header row must name one (and optionally "id")')
+        result = BatchInput()
+        ignored = [name for name in header if name not in ("id", "prompt") and name not in FIELD_TYPES]
+        if ignored:
+            result.notes.append(f"CSV columns ignored (not a known request field): {', '.join(ignored)}")
+
+        def items() -> Iterator[BatchRequest | InputProblem]:
+            for record in records:
+                if isinstance(record, InputProblem):
+                    yield record
+                    continue
+                line, row = record
+                if not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(header):
+                    yield InputProblem(line, f"has {len(row)} fields; the header has {len(header)}")
+                    continue
+                yield _csv_request(dict(zip(header, row, strict=True)), line, ignored, as_chat)
+
+        return _dedupe(items(), result)
+
+
 def parse_csv(text: str, as_chat: bool = False) -> BatchInput:
     """Read CSV text with a header row: ``prompt`` (required), ``id``, and known request fields as columns.
 
     ``as_chat`` turns each prompt into one user message (chat endpoint) instead of a completion prompt.
     Line numbers are those of the record's first line, so quoted multi-line fields are counted correctly.
+    A field is at most ``CSV_FIELD_LIMIT`` characters; a longer one, a quote left open or other bad quoting
+    is a problem on that row, and the other rows still run.
     """
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = [name.strip().lower() for name in next(reader, [])]
-    if "prompt" not in header:
-        raise BatchInputError('the CSV has no "prompt" column; its header row must name one (and optionally "id")')
-    result = BatchInput()
-    ignored = [name for name in header if name not in ("id", "prompt") and name not in FIELD_TYPES]
-    if ignored:
-        result.notes.append(f"CSV columns ignored (not a known request field): {', '.join(ignored)}")
-
-    def items() -> Iterable[BatchRequest | InputProblem]:
-        start = reader.line_num + 1
-        for row in reader:
-            line, start = start, reader.line_num + 1
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(header):
-                yield InputProblem(line, f"has {len(row)} fields; the header has {len(header)}")
-                continue
-            yield _csv_request(dict(zip(header, row, strict=True)), line, ignored, as_chat)
-
-    try:
-        return _dedupe(items(), result)
-    except csv.Error as exc:
-        raise BatchInputError(f"the CSV cannot be read past line {reader.line_num}: {exc}") from exc
+    return _read(functools.partial(_parse_csv, as_chat=as_chat), io.BytesIO(text.encode("utf-8")), "the input")
 
 
 def _csv_request(cells: dict[str, str], line: int, ignored: list[str], as_chat: bool) -> BatchRequest | InputProblem:
@@ -256,51 +374,84 @@ def _csv_request(cells: dict[str, str], line: int, ignored: list[str], as_chat: 
     return request_from_object(data, line)
 
 
-def load_batch_input(path: str | Path, as_chat: bool = False) -> BatchInput:
-    """Read a ``.csv`` file as CSV and anything else as JSONL; ``BatchInputError`` when unreadable."""
-    path = Path(path)
+@contextlib.contextmanager
+def _open_input(path: Path, what: str) -> Iterator[BinaryIO]:
+    """The file opened for streaming: a FIFO, a device or a file over ``MAX_INPUT_BYTES`` is refused up front."""
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        stream = open_user_file(path, what=what)
+    except UserFileError as exc:
+        raise BatchInputError(str(exc)) from None
     except OSError as exc:
-        raise BatchInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise BatchInputError(f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
-    if path.suffix.lower() == ".csv":
-        return parse_csv(text, as_chat=as_chat)
-    return parse_jsonl(text)
+        raise BatchInputError(f"cannot read {what}: {exc.strerror or exc}") from exc
+    with stream:
+        if os.fstat(stream.fileno()).st_size > MAX_INPUT_BYTES:
+            raise BatchInputError(_too_large_file(what))
+        yield stream
+
+
+def load_batch_input(path: str | Path, as_chat: bool = False) -> BatchInput:
+    """Read a ``.csv`` file as CSV and anything else as JSONL, line by line; ``BatchInputError`` when the file
+    cannot be read at all (missing, a FIFO or a device, over ``MAX_INPUT_BYTES``, not UTF-8, no prompt column).
+    """
+    path = Path(path)
+    with _open_input(path, str(path)) as stream:
+        if path.suffix.lower() == ".csv":
+            return _read(functools.partial(_parse_csv, as_chat=as_chat), stream, str(path))
+        return _read(_parse_jsonl, stream, str(path))
 
 
 def read_finished_ids(path: Path) -> tuple[set[str], list[str]]:
     """Ids that finished without an error in an earlier run's output, and notes on what was repaired.
 
     A last line without its newline (the process died mid-write, or the machine lost power) is cut off.
-    Raises BatchInputError when the file holds something other than batch results.
+    Raises BatchInputError when the file holds something other than batch results, or is a FIFO or a device.
     """
+    what = f"the output file {path}"
     try:
-        data = path.read_bytes()
+        stream = open_user_file(path, what=what)
     except FileNotFoundError:
         return set(), []
+    except UserFileError as exc:
+        raise BatchInputError(str(exc)) from None
     except OSError as exc:
-        raise BatchInputError(f"cannot read the output file {path}: {exc.strerror or exc}") from exc
-    notes = []
-    if data and not data.endswith(b"\n"):
-        data = data[: data.rfind(b"\n") + 1]
-        with path.open("r+b") as handle:
-            handle.truncate(len(data))
-        notes.append(f"cut an incomplete last line from {path} (left by an interrupted run)")
-    finished: set[str] = set()
-    for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+        raise BatchInputError(f"cannot read {what}: {exc.strerror or exc}") from exc
+    with stream:  # streamed: only the ids are kept, however large the output has grown
         try:
-            record = json.loads(raw) if raw.strip() else {"id": None, "error": "blank"}
-        except ValueError:
+            finished, complete = _finished_ids(BoundedLines(stream, what, MAX_RESULT_LINE_BYTES, None), path)
+        except OSError as exc:
+            raise BatchInputError(f"cannot read {what}: {exc.strerror or exc}") from exc
+        size = os.fstat(stream.fileno()).st_size
+    if complete >= size:
+        return finished, []
+    with path.open("r+b") as handle:
+        handle.truncate(complete)
+    return finished, [f"cut an incomplete last line from {path} (left by an interrupted run)"]
+
+
+def _finished_ids(lines: BoundedLines, path: Path) -> tuple[set[str], int]:
+    """The ids that finished, and the size of the file up to the end of its last complete line."""
+    finished: set[str] = set()
+    complete = 0
+    while True:
+        try:
+            raw = lines.raw()
+        except LineTooLong as exc:
+            raise BatchInputError(f"{path} line {exc.number} is too long to be a batch result") from None
+        if raw is None or not raw.endswith((b"\n", b"\r")):
+            return finished, complete
+        complete += len(raw)
+        if not raw.strip():
+            continue
+        try:
+            record = safe_json.loads(raw, what="a result", max_bytes=None)
+        except safe_json.JsonError:
             record = None
         if not isinstance(record, dict) or "id" not in record:
             raise BatchInputError(
-                f"{path} line {number} is not a batch result; choose another --output or move that file away"
+                f"{path} line {lines.number} is not a batch result; choose another --output or move that file away"
             )
         if record.get("error") is None and isinstance(record["id"], str):
             finished.add(record["id"])
-    return finished, notes
 
 
 def shortest_first(requests: Sequence[BatchRequest]) -> list[BatchRequest]:

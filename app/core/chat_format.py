@@ -31,7 +31,7 @@ class ChatFormatChoice:
 
 def choose_chat_format(architecture: str | None, has_template: bool, requested: str | None = None) -> ChatFormatChoice:
     if requested:
-        return ChatFormatChoice(requested, f"Chat format '{requested}' chosen in the settings.")
+        return ChatFormatChoice(requested, f"Using the chat format '{requested}' that was asked for.")
     if has_template:
         return ChatFormatChoice(None, "Using the chat template stored in the model file.")
     arch = (architecture or "").lower()
@@ -43,5 +43,5 @@ def choose_chat_format(architecture: str | None, has_template: bool, requested: 
     return ChatFormatChoice(
         FALLBACK_FORMAT,
         f"This model has no chat template and its architecture ({arch or 'unknown'}) has no known format; "
-        f"using '{FALLBACK_FORMAT}'. Pick another chat format in the settings if replies look wrong.",
+        f"using '{FALLBACK_FORMAT}'. Choose another chat format if replies look wrong.",
     )

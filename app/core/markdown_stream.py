@@ -5,49 +5,115 @@ so a reply cannot forge the view's own action links (``copy-code:N``, ``edit:N``
 
 Fenced and indented code blocks become ``<pre class="code">`` preceded by a ``copy-code:N`` link; N is the
 index of the block's text in a caller-supplied list, so one list can number every block of a document.
+
+Nothing in a reply loads anything: an image becomes a link to it (``[image: alt]``), never ``<img>``. A table
+above :data:`~app.core.markdown_tables.MAX_TABLE_CELLS` cells is shown as text with a "Copy table" link.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import mdTrim
+from markdown_it.rules_block.state_block import StateBlock
+from markdown_it.rules_core.state_core import StateCore
 from markdown_it.token import Token
 
-__all__ = ["MarkdownStream", "StreamUpdate", "render_markdown"]
+from app.core.markdown_tables import TABLE_TEXT_CHARS, big_table, row_cells, table_rows, table_text_html
+
+__all__ = ["LIVE_TABLE_ROWS", "MarkdownStream", "StreamUpdate", "render_markdown"]
 
 _SAFE_LINK_PREFIXES = ("http://", "https://", "mailto:")
 # Blocks that nothing on a following line can extend or turn into something else.
 _CLOSED_BLOCKS = frozenset({"heading_open", "hr", "fence", "code_block"})
+_TABLE_TOKENS = frozenset({"table_open", "table_text"})
 _CODE_BLOCKS_KEY = "code_blocks"
 _CODE_FONT_KEY = "code_font"
+# A streamed table with more body rows than this is shown as text while it grows (rows appended, never
+# re-rendered) and rendered once, when it is complete: re-rendering a table costs in proportion to its size.
+LIVE_TABLE_ROWS = 10
 
 
 def _safe_link(url: str) -> bool:
     return url.strip().lower().startswith(_SAFE_LINK_PREFIXES)
 
 
+def _pre_style(font: str, extra: str = "") -> str:
+    return f"font-family: {font}; white-space: pre-wrap;{extra}"
+
+
+def _add_block(env: dict[str, Any], text: str) -> int:
+    """Keep ``text`` for a copy link; returns its index."""
+    blocks: list[str] = env.setdefault(_CODE_BLOCKS_KEY, [])
+    blocks.append(text)
+    return len(blocks) - 1
+
+
 def _render_code(_renderer: Any, tokens: Sequence[Token], idx: int, _options: Any, env: dict[str, Any]) -> str:
     """A code block with a "Copy code" link above it; its text goes to ``env["code_blocks"]``."""
     code = tokens[idx].content.removesuffix("\n")
-    blocks: list[str] = env.setdefault(_CODE_BLOCKS_KEY, [])
-    n = len(blocks)
-    blocks.append(code)
-    style = html.escape(f"font-family: {env.get(_CODE_FONT_KEY, 'monospace')}; white-space: pre-wrap;")
+    n = _add_block(env, code)
+    style = html.escape(_pre_style(env.get(_CODE_FONT_KEY, "monospace")))
     return (
         f'<p class="code-actions"><a href="copy-code:{n}">Copy code</a></p>\n'
         f'<pre class="code" style="{style}">{html.escape(code.rstrip())}</pre>\n'
     )
 
 
+def _render_table_text(_renderer: Any, tokens: Sequence[Token], idx: int, _options: Any, env: dict[str, Any]) -> str:
+    """A table too large to lay out (see :mod:`app.core.markdown_tables`); its text goes to the code blocks."""
+    return table_text_html(
+        tokens[idx], _add_block(env, tokens[idx].content), _pre_style(env.get(_CODE_FONT_KEY, "monospace"))
+    )
+
+
+def _plain_text(tokens: list[Token]) -> str:
+    """The text of inline tokens, markup dropped (an image's alt text)."""
+    parts = []
+    for token in tokens:
+        if token.type in ("text", "code_inline"):
+            parts.append(token.content)
+        elif token.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif token.children:
+            parts.append(_plain_text(token.children))
+    return "".join(parts)
+
+
+def _images_as_links(state: StateCore) -> None:
+    """Core rule: each image becomes a link to it labelled ``[image: alt]`` (inside a link, just the label)."""
+    for block in state.tokens:
+        if block.type != "inline" or not block.children:
+            continue
+        out: list[Token] = []
+        depth = 0  # links open around the current token
+        for token in block.children:
+            depth += token.nesting if token.type in ("link_open", "link_close") else 0
+            if token.type != "image":
+                out.append(token)
+                continue
+            alt = _plain_text(token.children or [])
+            label = Token("text", "", 0, content=f"[image: {alt}]" if alt else "[image]")
+            if depth:
+                out.append(label)
+            else:
+                href = str(token.attrGet("src") or "")
+                out += [Token("link_open", "a", 1, attrs={"href": href}), label, Token("link_close", "a", -1)]
+        block.children = out
+
+
 def _make_parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
     md.validateLink = _safe_link  # type: ignore[method-assign]
+    md.block.ruler.before("table", "big_table", big_table)
+    md.core.ruler.after("inline", "images_as_links", _images_as_links)
     md.add_render_rule("fence", _render_code)
     md.add_render_rule("code_block", _render_code)
+    md.add_render_rule("table_text", _render_table_text)
     return md
 
 
@@ -67,14 +133,28 @@ def render_markdown(text: str, code_blocks: list[str] | None = None, *, code_fon
 
 @dataclass(frozen=True)
 class StreamUpdate:
-    """What one :meth:`MarkdownStream.feed` changed.
+    """What one :meth:`MarkdownStream.feed` changed. The document reads: completed HTML, preview, tail.
 
-    ``completed_html`` is appended once, after earlier completed HTML; ``tail_html`` replaces the previous
-    tail. Either may be empty.
+    ``completed_html`` is appended once, after earlier completed HTML, and replaces the preview if there is one;
+    ``preview_html`` is appended after the preview so far (a long table's rows, shown as text while it grows);
+    ``tail_html`` replaces the previous tail. Any may be empty.
     """
 
     completed_html: str
     tail_html: str
+    preview_html: str = ""
+
+
+@dataclass
+class _OpenTable:
+    """A table streamed as text: its header lines and the body rows seen so far."""
+
+    head: str
+    columns: int
+    rows: list[str] = field(default_factory=list)
+    padded: int = 0  # cells the table rule pads so far (it ends a table past a limit)
+    shown_chars: int = 0  # row text put in the preview so far
+    hidden_rows: int = 0  # rows past TABLE_TEXT_CHARS: counted, not shown
 
 
 class MarkdownStream:
@@ -86,11 +166,17 @@ class MarkdownStream:
     renders (an open code fence keeps everything after it in the tail). Work per feed is proportional to
     the tail plus the delta, not to the whole text.
 
+    A top-level table with more than ``live_table_rows`` (:data:`LIVE_TABLE_ROWS`) body rows leaves the tail:
+    its complete rows go to the preview as text, each once (``tail_text`` is then only the line being
+    written), and the table is rendered once, when a line that is not a row (or :meth:`finish`) ends it.
+
     Code block texts are kept in ``code_blocks`` (the list passed in, or a new one), numbered as by
     :func:`render_markdown`: entries of completed blocks stay; entries past them belong to the tail and are
     replaced on every feed. ``rendered_chars`` counts the characters handed to the Markdown parser, a
     measure of the work done.
     """
+
+    live_table_rows = LIVE_TABLE_ROWS
 
     def __init__(self, code_blocks: list[str] | None = None, *, code_font: str = "monospace") -> None:
         self.code_blocks: list[str] = code_blocks if code_blocks is not None else []
@@ -98,25 +184,36 @@ class MarkdownStream:
         self._committed_code = len(self.code_blocks)
         self._references: dict[str, Any] = {}  # link reference definitions from completed blocks
         self._tail = ""
+        self._table: _OpenTable | None = None
         self._pending_cr = False
         self.rendered_chars = 0
 
     @property
     def tail_text(self) -> str:
-        """The still-open part of the text."""
+        """The still-open part of the text (after a long table's complete rows, while it streams)."""
         return self._tail
 
     def feed(self, delta: str) -> StreamUpdate:
-        """Add ``delta`` to the text; return the newly completed HTML and the current tail HTML."""
+        """Add ``delta`` to the text; return the newly completed HTML, new preview HTML and the tail HTML."""
         self._tail += self._normalize(delta)
-        env = self._tail_env()
-        tokens = _MD.parse(self._tail, env)
-        self.rendered_chars += len(self._tail)
-        split = self._split_offset(tokens)
-        if not split:
-            return StreamUpdate("", _MD.renderer.render(tokens, _MD.options, env))
-        done, self._tail = self._tail[:split], self._tail[split:]
-        return StreamUpdate(self._commit(done), self._render_tail())
+        completed: list[str] = []
+        preview: list[str] = []
+        while True:
+            if self._table is not None:
+                done = self._advance_table(preview)
+                if done is None:
+                    return StreamUpdate("".join(completed), self._table_tail_html(), "".join(preview))
+                completed.append(done)
+                preview.clear()  # the rendered table replaces its preview
+                continue
+            env, tokens = self._parse_tail()
+            if split := self._split_offset(tokens):
+                done, self._tail = self._tail[:split], self._tail[split:]
+                completed.append(self._commit(done))
+                env, tokens = self._parse_tail()
+            if not self._open_table(tokens, preview):
+                tail_html = _MD.renderer.render(tokens, _MD.options, env)
+                return StreamUpdate("".join(completed), tail_html, "".join(preview))
 
     def finish(self) -> StreamUpdate:
         """End the stream: the tail becomes completed. Returns the final tail as ``completed_html``."""
@@ -124,6 +221,9 @@ class MarkdownStream:
             self._pending_cr = False
             self._tail += "\n"
         done, self._tail = self._tail, ""
+        if self._table is not None:
+            done = self._table.head + "".join(self._table.rows) + done
+            self._table = None
         return StreamUpdate(self._commit(done) if done else "", "")
 
     # -- internals ---------------------------------------------------------------------------------
@@ -144,9 +244,10 @@ class MarkdownStream:
             "references": dict(self._references),
         }
 
-    def _render_tail(self) -> str:
+    def _parse_tail(self) -> tuple[dict[str, Any], list[Token]]:
+        env = self._tail_env()
         self.rendered_chars += len(self._tail)
-        return _MD.render(self._tail, self._tail_env())
+        return env, _MD.parse(self._tail, env)
 
     def _commit(self, done: str) -> str:
         """Render completed text for good, keeping its code blocks and link references."""
@@ -179,3 +280,65 @@ class MarkdownStream:
             return False  # lines no token covers (a link reference definition) may still grow
         # A table can interrupt a paragraph and is only recognised with its next line: wait for that too.
         return prev.type in _CLOSED_BLOCKS or start + 1 < complete
+
+    # -- long tables: streamed as text, rendered once ------------------------------------------------------
+
+    def _open_table(self, tokens: list[Token], preview: list[str]) -> bool:
+        """Stream the tail's first block as text if it is a table past ``live_table_rows`` body rows."""
+        first = tokens[0] if tokens else None
+        if first is None or first.type not in _TABLE_TOKENS or first.level != 0 or not first.map:
+            return False
+        start, end = first.map
+        if end - start - 2 <= self.live_table_rows:
+            return False
+        lines = self._tail.split("\n", start + 2)
+        if any(line.strip(" \t") for line in lines[:start]):
+            return False  # a link reference definition before it: left to the general path
+        head = f"{lines[start]}\n{lines[start + 1]}\n"
+        self._tail = lines[start + 2]
+        self._table = _OpenTable(head, row_cells(mdTrim(lines[start])))
+        note = '<p class="note">A long table: shown as text while it streams.</p>\n'
+        preview.append(note + self._preview_html(head))
+        return True
+
+    def _advance_table(self, preview: list[str]) -> str | None:
+        """Move the tail's complete rows to the preview; once a line ends the table, return its HTML."""
+        table = self._table
+        assert table is not None
+        complete = self._tail.count("\n")
+        if not complete:
+            return None
+        state = StateBlock(self._tail, _MD, {}, [])
+        self.rendered_chars += len(self._tail)
+        end, table.padded, _ = table_rows(state, 0, complete, table.columns, table.padded)
+        if end:
+            cut = state.eMarks[end - 1] + 1
+            rows, self._tail = self._tail[:cut], self._tail[cut:]
+            table.rows.append(rows)
+            preview.append(self._show_rows(table, rows))
+        if end == complete:
+            return None
+        self._table = None  # a complete line that is no row: the table has ended
+        return self._commit(table.head + "".join(table.rows))
+
+    def _show_rows(self, table: _OpenTable, rows: str) -> str:
+        """Preview HTML for new rows, up to TABLE_TEXT_CHARS of them in all; later ones are only counted."""
+        room = TABLE_TEXT_CHARS - table.shown_chars
+        if table.hidden_rows or len(rows) > room:
+            cut = 0 if table.hidden_rows else rows.rfind("\n", 0, room) + 1
+            table.hidden_rows += rows.count("\n", cut)
+            rows = rows[:cut]
+        table.shown_chars += len(rows)
+        return self._preview_html(rows) if rows else ""
+
+    def _table_tail_html(self) -> str:
+        table = self._table
+        assert table is not None
+        if table.hidden_rows:
+            return f'<p class="note">… {table.hidden_rows:,} more rows so far.</p>\n'
+        return self._preview_html(self._tail) if self._tail.strip() else ""
+
+    def _preview_html(self, text: str) -> str:
+        style = html.escape(_pre_style(self._code_font, " margin-top: 0px; margin-bottom: 0px;"))
+        body = html.escape(text.removesuffix("\n"))
+        return f'<pre class="table-stream" style="{style}">{body}</pre>\n'

@@ -22,12 +22,30 @@ from __future__ import annotations
 import bisect
 import codecs
 import enum
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
-__all__ = ["INSTRUCTIONS", "NON_PARAMETER_NAMES", "Command", "Modelfile", "ModelfileError", "parse_modelfile", "quote"]
+from app.core.user_files import MiB, read_user_bytes
+
+__all__ = [
+    "INSTRUCTIONS",
+    "MAX_MODELFILE_BYTES",
+    "NON_PARAMETER_NAMES",
+    "Command",
+    "Modelfile",
+    "ModelfileError",
+    "parse_modelfile",
+    "quote",
+    "read_modelfile",
+]
+
+# Modelfiles are short text: a FROM line, a template of a few KiB, a licence of a few dozen KiB at most. 1 MiB is
+# far above any real one and still parses in a small fraction of a second; a larger file is not a Modelfile.
+MAX_MODELFILE_BYTES = 1 * MiB
 
 
 class ModelfileError(ValueError):
@@ -191,102 +209,223 @@ class _State(enum.Enum):
     COMMENT = enum.auto()
 
 
+# Module names for the states: an Enum attribute costs ~0.25 µs in Python 3.11, too much once per character.
+_NIL, _NAME, _VALUE, _PARAMETER, _MESSAGE, _COMMENT = (
+    _State.NIL,
+    _State.NAME,
+    _State.VALUE,
+    _State.PARAMETER,
+    _State.MESSAGE,
+    _State.COMMENT,
+)
+
+
 def _is_alpha(ch: str) -> bool:
     return "a" <= ch <= "z" or "A" <= ch <= "Z"
 
 
 def _next_state(state: _State, ch: str, line: int, buffer: list[str]) -> tuple[_State, bool]:
     """Where ``ch`` leads from ``state``, and whether ``ch`` itself may go into the buffer."""
-    if state is _State.NIL:
+    if state is _NIL:
         if ch == "#":
-            return _State.COMMENT, False
+            return _COMMENT, False
         if ch in _BLANK:
-            return _State.NIL, False
-        return _State.NAME, True
-    if state is _State.NAME:
+            return _NIL, False
+        return _NAME, True
+    if state is _NAME:
         if _is_alpha(ch):
-            return _State.NAME, True
+            return _NAME, True
         if ch in _SPACE:
-            return _State.VALUE, False
+            return _VALUE, False
         raise ModelfileError(f"(line {line}): {_INVALID_COMMAND}", line)
-    if state is _State.VALUE:
-        return (_State.NIL if ch in _BLANK else _State.VALUE), True
-    if state is _State.COMMENT:
-        return (_State.NIL if ch in _NEWLINE else _State.COMMENT), False
+    if state is _VALUE:
+        return (_NIL if ch in _BLANK else _VALUE), True
+    if state is _COMMENT:
+        return (_NIL if ch in _NEWLINE else _COMMENT), False
     # PARAMETER names take letters, digits and "_"; MESSAGE roles only letters
-    if _is_alpha(ch) or (state is _State.PARAMETER and ("0" <= ch <= "9" or ch == "_")):
+    if _is_alpha(ch) or (state is _PARAMETER and ("0" <= ch <= "9" or ch == "_")):
         return state, True
     if ch in _SPACE:
-        return _State.VALUE, False
+        return _VALUE, False
     raise ModelfileError(f"{_UNEXPECTED_EOF}: {''.join(buffer)}")
 
 
-def _unquote(buffer: list[str]) -> str | None:
-    """Ollama's ``unquote(strings.TrimSpace(buffer))``; ``None`` while a quote is still open."""
-    start, end = 0, len(buffer)
-    while start < end and buffer[start] in _BLANK:
-        start += 1
-    while end > start and buffer[end - 1] in _BLANK:
-        end -= 1
-    size = end - start
-    if "".join(buffer[start : start + 3]) == '"""':
-        if size >= 6 and "".join(buffer[end - 3 : end]) == '"""':
-            return "".join(buffer[start + 3 : end - 3])
-        return None
-    if size >= 1 and buffer[start] == '"':
-        if size >= 2 and buffer[end - 1] == '"':
-            return "".join(buffer[start + 1 : end - 1])
-        return None
-    return "".join(buffer[start:end])
+# The scanner takes whole runs where the state machine would only go round: a value's text up to a line break
+# or a control character, a comment up to its line break, blank lines, a keyword, a PARAMETER name or a MESSAGE
+# role; anything else goes through ``_next_state`` one character at a time. Inside an open quote it jumps to
+# the next line break a quote could close at. This keeps a 1 MiB Modelfile well under a second.
+_VALUE_RUN = re.compile(r"[^\x00-\x08\n-\x1f\x7f]+")
+_SKIPPED = re.compile(r"(?:[ \t\r\n]+|#[^\r\n]*)+")  # blanks and comments between instructions
+# A whole keyword, PARAMETER name or MESSAGE role and the space or tab that ends it, where one starts; and a run
+# of the characters each takes, once one has started.
+_WORD = {
+    _NIL: re.compile(r"([A-Za-z]+)[ \t]"),
+    _MESSAGE: re.compile(r"([A-Za-z]*)[ \t]"),
+    _PARAMETER: re.compile(r"([A-Za-z0-9_]*)[ \t]"),
+}
+_LETTERS = re.compile(r"[A-Za-z]+")
+_WORD_RUN = {_NAME: _LETTERS, _MESSAGE: _LETTERS, _PARAMETER: re.compile(r"[A-Za-z0-9_]+")}
+# A quote that may end its line: only blanks, controls or non-ASCII (perhaps dropped) follow it to the break.
+_CLOSING_QUOTE = re.compile(r'"(?=[^\r\n!-~]*(?:[\r\n]|\Z))')
+_DROPPED_ASCII = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # ASCII controls a value drops
+
+
+def _kept(text: str) -> str:
+    """``text`` less the characters a value drops: everything Go's IsPrint rejects, except blanks."""
+    if text.isascii():
+        return _DROPPED_ASCII.sub("", text) if _DROPPED_ASCII.search(text) else text
+    return "".join(ch for ch in text if ch in _BLANK or _is_print_cached(ch))
+
+
+@functools.lru_cache(maxsize=8192)
+def _is_print_cached(ch: str) -> bool:
+    return _is_print(ch)
+
+
+class _Buffer:
+    """The current word or value, and where its non-blank part starts and ends: closing a quote is checked in
+    constant time however many blank lines the value holds (a trim on every line made that quadratic)."""
+
+    def __init__(self) -> None:
+        self.chars: list[str] = []
+        self.start: int | None = None  # the first non-blank character
+        self.end = 0  # just after the last non-blank character
+
+    def add(self, text: str) -> None:
+        """Append characters the value keeps."""
+        core = text.strip(_BLANK)
+        if core:
+            base = len(self.chars)
+            self.start = base + text.index(core[0]) if self.start is None else self.start
+            self.end = base + len(text.rstrip(_BLANK))
+        self.chars.extend(text)
+
+    def clear(self) -> None:
+        self.chars.clear()
+        self.start, self.end = None, 0
+
+    def text(self) -> str:
+        return "".join(self.chars)
+
+    def unquote(self) -> str | None:
+        """Ollama's ``unquote(strings.TrimSpace(buffer))``; ``None`` while a quote is still open."""
+        if self.start is None:
+            return ""
+        chars, start, end = self.chars, self.start, self.end
+        if chars[start : start + 3] == ['"', '"', '"']:
+            if end - start >= 6 and chars[end - 3 : end] == ['"', '"', '"']:
+                return "".join(chars[start + 3 : end - 3])
+            return None
+        if chars[start] == '"':
+            if end - start >= 2 and chars[end - 1] == '"':
+                return "".join(chars[start + 1 : end - 1])
+            return None
+        return "".join(chars[start:end])
 
 
 def _scan(text: str) -> list[Command]:
     """The commands of ``text``, without the FROM check."""
     commands: list[Command] = []
-    state = _State.NIL
+    state = _NIL
     line = 1
-    buffer: list[str] = []
+    buffer = _Buffer()
     name = role = ""
-    for ch in text:
-        if ch in _NEWLINE:
-            line += 1
-        following, keep = _next_state(state, ch, line, buffer)
-        if following is not state:
-            if state is _State.NAME:
-                keyword = "".join(buffer)
-                keyword = keyword.lower() if keyword.isascii() else keyword
-                if keyword not in _KEYWORDS:
-                    raise ModelfileError(f"(line {line}): {_INVALID_COMMAND}", line)
-                if keyword == "parameter":
-                    following = _State.PARAMETER  # the name comes next
-                else:
-                    following = _State.MESSAGE if keyword == "message" else following
-                    name = "model" if keyword == "from" else keyword
-            elif state is _State.PARAMETER:
-                name = "".join(buffer)
-            elif state is _State.MESSAGE:
-                role = "".join(buffer)
-                if role not in _ROLES:
-                    raise ModelfileError(f"(line {line}): {_INVALID_ROLE}", line)
-            elif state is _State.VALUE:
-                value = None if ch in _SPACE else _unquote(buffer)
-                if value is None:  # a space, or a line inside an open quote: the value goes on
-                    buffer.append(ch)
-                    continue
+    i, size = 0, len(text)
+    while i < size:
+        if state is _VALUE:  # values are most of a file
+            i, line, value = _value_step(text, i, line, buffer)
+            if value is not None:
                 commands.append(Command(name, f"{role}: {value}" if role else value))
                 role = ""
+                buffer.clear()
+                state = _NIL
+            continue
+        if state is _NIL and (skipped := _SKIPPED.match(text, i)) is not None:
+            line += text.count("\r", i, skipped.end()) + text.count("\n", i, skipped.end())
+            i = skipped.end()
+            continue
+        word = _WORD[state].match(text, i) if state in _WORD and not buffer.chars else None
+        if word is not None:
+            state, name, role = _after_word(_NAME if state is _NIL else state, word.group(1), line, name, role)
+            i = word.end()
+            continue
+        if state in _WORD_RUN and (run := _WORD_RUN[state].match(text, i)) is not None:
+            buffer.add(run.group())
+            i = run.end()
+            continue
+        ch = text[i]
+        i += 1
+        if ch in _NEWLINE:
+            line += 1
+        following, keep = _next_state(state, ch, line, buffer.chars)
+        if following is not state:
+            if state is not _NIL and state is not _COMMENT:
+                following, name, role = _after_word(state, buffer.text(), line, name, role)
             buffer.clear()
             state = following
         if keep and _is_print(ch):
-            buffer.append(ch)
-    if state is _State.VALUE:
-        value = _unquote(buffer)
+            buffer.add(ch)
+    if state is _VALUE:
+        value = buffer.unquote()
         if value is None:
             raise ModelfileError(_UNEXPECTED_EOF)
         commands.append(Command(name, f"{role}: {value}" if role else value))
-    elif state not in (_State.NIL, _State.COMMENT):
+    elif state not in (_NIL, _COMMENT):
         raise ModelfileError(_UNEXPECTED_EOF)
     return commands
+
+
+def _after_word(state: _State, word: str, line: int, name: str, role: str) -> tuple[_State, str, str]:
+    """The state after a keyword (``state`` NAME), PARAMETER name or MESSAGE role ended by a space or tab, and
+    the command's name and role so far."""
+    if state is _NAME:
+        keyword = word.lower() if word.isascii() else word
+        if keyword not in _KEYWORDS:
+            raise ModelfileError(f"(line {line}): {_INVALID_COMMAND}", line)
+        if keyword == "parameter":
+            return _PARAMETER, name, role  # the name comes next
+        return (_MESSAGE if keyword == "message" else _VALUE), "model" if keyword == "from" else keyword, role
+    if state is _PARAMETER:
+        return _VALUE, word, role
+    if word not in _ROLES:
+        raise ModelfileError(f"(line {line}): {_INVALID_ROLE}", line)
+    return _VALUE, name, word
+
+
+def _value_step(text: str, i: int, line: int, buffer: _Buffer) -> tuple[int, int, str | None]:
+    """Read a value on from ``i`` to the line break that ends it, or to the end of the text: ``(next index,
+    line, the value)``, the value ``None`` at the end of the text (the caller decides).
+
+    A value keeps spaces and tabs and ends at the first line break where no quote is open; a control character
+    is dropped. Inside an open quote nothing can close it before a line break that a quote ends, so the text up
+    to that quote is taken at once."""
+    size = len(text)
+    while i < size:
+        run = _VALUE_RUN.match(text, i)
+        if run is not None:
+            buffer.add(_kept(run.group()))
+            i = run.end()
+            continue
+        if text[i] not in _NEWLINE:  # a control character
+            i += 1
+            continue
+        value = buffer.unquote()
+        if value is not None:
+            return i + 1, line + 1, value
+        closing = _CLOSING_QUOTE.search(text, i)
+        stop = closing.start() if closing is not None else size
+        buffer.add(_kept(text[i:stop]))
+        line += text.count("\r", i, stop) + text.count("\n", i, stop)
+        i = stop
+    return i, line, None
+
+
+def read_modelfile(path: Path | str) -> bytes:
+    """The bytes of the Modelfile at ``path``: a regular file of at most ``MAX_MODELFILE_BYTES``.
+
+    A FIFO, a device (or a link to one) or a larger file raises ``UserFileError`` at once, without reading it;
+    ``OSError``s (missing, not allowed) pass through."""
+    return read_user_bytes(path, max_bytes=MAX_MODELFILE_BYTES, what=f"the Modelfile {path}")
 
 
 def parse_modelfile(data: str | bytes) -> Modelfile:
@@ -311,12 +450,17 @@ def quote(value: str) -> str:
     return value
 
 
+_PLAIN_VALUE = re.compile(r"[!-~](?:[ -~]*[!-~])?")
+
+
 def _write_value(prefix: str, value: str, command: Command, ollama: str) -> str:
     """``prefix value`` as Ollama writes it when that reads back as ``command``, else a quoting that does.
 
     Quoting fails only for a value with a non-printable character (Ollama drops it) or with a line break right
     after ``\"\"\"`` (plus blanks): that line would close a triple quote, and a single quote closes even sooner.
     """
+    if ollama == value and _PLAIN_VALUE.fullmatch(value) and value[0] != '"':
+        return f"{prefix} {value}"  # printable ASCII, no quote to open, no blank to trim: reads back as it is
     single, triple = f'"{value}"', f'"""{value}"""'
     for candidate in (ollama, *((triple, single) if '"' in value else (single, triple))):
         line = f"{prefix} {candidate}"

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core import safe_json
 from app.core.params import LoadParams, SamplingParams
 
 SETTINGS_VERSION = 1
+MAX_SETTINGS_BYTES = 1024 * 1024  # a real settings file is a few KiB
 MAX_RECENT_MODELS = 10
 
 
@@ -95,8 +97,8 @@ def load_settings(path: Path) -> Settings:
     if not path.exists():
         return Settings()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = safe_json.load_file(path, what="it", max_bytes=MAX_SETTINGS_BYTES)
+    except (OSError, ValueError) as exc:  # ValueError: JsonError and UserFileError (too large, not a file)
         raise SettingsError(f"Cannot read the settings file {path}: {exc}. Fix or remove it.") from exc
     if not isinstance(data, dict):
         raise SettingsError(f"The settings file {path} does not hold a JSON object. Fix or remove it.")

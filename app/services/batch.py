@@ -19,6 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from app.backends.http_json import response_json, response_json_or_none
+from app.backends.http_lines import MAX_LINE_BYTES
+from app.core import safe_json
 from app.core.batch_input import BatchRequest, length_priorities, percentiles, read_finished_ids, shortest_first
 from app.core.lazy_import import lazy_import
 
@@ -175,10 +178,7 @@ def normalize_endpoint(url: str) -> str:
 
 def server_message(response: httpx.Response) -> str:
     """The error text an OpenAI-style server put in its body, else the status line."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
+    body = response_json_or_none(response, what="the error answer")
     message: Any = None
     if isinstance(body, dict):
         error = body.get("error")
@@ -207,9 +207,9 @@ async def find_model(client: httpx.AsyncClient, endpoint: str, connect_timeout_s
     if response.status_code in (401, 403):
         raise BatchError(_refused(endpoint, response))
     try:
-        data: Any = response.json().get("data") if response.status_code == 200 else None
+        data: Any = response_json(response, what="/v1/models").get("data") if response.status_code == 200 else None
         return str(data[0]["id"])
-    except (ValueError, AttributeError, LookupError, TypeError):
+    except (ValueError, AttributeError, LookupError, TypeError):  # ValueError: JsonError (not JSON, nested, large)
         raise BatchError(f"could not find the served model at {endpoint}/v1/models; pass --model NAME") from None
 
 
@@ -427,14 +427,21 @@ class _Stream:
 
     async def read(self, response: httpx.Response) -> None:
         """Split the body into lines as bytes (cheaper than httpx's text line decoder) and take each event."""
-        pending = b""
+        pending = bytearray()  # grows in place; split only when a newline arrives, so a long line costs O(n)
         async for data in response.aiter_bytes():  # read to the end, so the connection goes back to the pool
-            *lines, pending = (pending + data).split(b"\n")
+            pending += data
+            if b"\n" not in data:
+                if len(pending) > MAX_LINE_BYTES:
+                    self.error = f"the server sent a stream line larger than {MAX_LINE_BYTES // safe_json.MiB} MiB"
+                    return
+                continue
+            *lines, rest = pending.split(b"\n")
+            pending = bytearray(rest)
             for line in lines:
-                if line.startswith(b"data:") and self._event(line[5:].strip()):
+                if line.startswith(b"data:") and self._event(bytes(line[5:].strip())):
                     return
         if pending.startswith(b"data:"):
-            self._event(pending[5:].strip())
+            self._event(bytes(pending[5:].strip()))
 
     def _event(self, data: bytes) -> bool:
         """Take one ``data:`` payload; True on an error (stop reading and drop the connection)."""
@@ -442,9 +449,10 @@ class _Stream:
             self.ended = True
             return False
         try:
-            chunk = json.loads(data.decode())
-        except ValueError:
-            chunk = None
+            chunk = safe_json.loads(data, what="the chunk")
+        except safe_json.JsonError as exc:  # malformed, nested too deeply or too large: this request fails
+            self.error = f"the server sent a stream chunk this app cannot read ({exc}): {data[:80]!r}"
+            return True
         if not isinstance(chunk, dict):
             self.error = f"the server sent a malformed stream chunk: {data[:80]!r}"
             return True
@@ -457,11 +465,15 @@ class _Stream:
         return False
 
     def _take(self, chunk: dict[str, Any]) -> None:
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            text = (choice.get("delta") or {}).get("content") if self.is_chat else choice.get("text")
-            if text:
+        if isinstance(usage := chunk.get("usage"), dict) and usage:
+            self.usage = usage
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") if self.is_chat else choice
+            text = delta.get("content" if self.is_chat else "text") if isinstance(delta, dict) else None
+            if text and isinstance(text, str):
                 if self.first_at is None:
                     self.first_at = time.perf_counter()
                 self.pieces.append(text)

@@ -13,7 +13,6 @@ too: unlike wall-clock throughput it hardly moves when other work shares the mac
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import statistics
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.backends.http_lines import iter_lines
+from app.core import safe_json
 from app.core.batch_input import BatchRequest
 from app.core.lazy_import import lazy_import
 from app.services.batch import BatchError, BatchRunner, find_model, normalize_endpoint, server_message
@@ -73,10 +73,13 @@ async def baseline_run(
                 if response.status_code >= 400:
                     await response.aread()
                     raise BatchError(f"the baseline client's request failed: {server_message(response)}")
-                async for line in iter_lines(response):  # aiter_lines() would also split at U+2028
-                    if line.startswith("data: ") and line != "data: [DONE]":
-                        usage = json.loads(line[6:]).get("usage")
-                        tokens = usage["completion_tokens"] if usage else tokens
+                try:
+                    async for line in iter_lines(response):  # aiter_lines() would also split at U+2028
+                        if line.startswith("data: ") and line != "data: [DONE]":
+                            usage = safe_json.loads(line[6:], what="a stream chunk").get("usage")
+                            tokens = usage["completion_tokens"] if usage else tokens
+                except (ValueError, AttributeError, KeyError, TypeError) as exc:  # JsonError, or a chunk's shape
+                    raise BatchError(f"the baseline client cannot read the server's stream ({exc})") from None
             return tokens
 
         try:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import httpx
 
 from app.backends.base import BackendError, GenerationError
+from app.backends.http_json import response_json
 from app.core.bench_stats import RequestSample
 from app.core.params import LoadParams, SamplingParams
 from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics
@@ -243,8 +244,8 @@ class VllmDriver:
             raise BenchRunError(f"vLLM at {self.endpoint} refused the API key (HTTP {response.status_code}); "
                                 "check --api-key")  # fmt: skip
         try:
-            models = [str(entry["id"]) for entry in response.json()["data"]]
-        except (ValueError, KeyError, TypeError):
+            models = [str(entry["id"]) for entry in response_json(response, what="/v1/models")["data"]]
+        except (ValueError, KeyError, TypeError):  # ValueError: JsonError (not JSON, nested, too large)
             models = []
         if response.status_code != 200 or not models:
             raise BenchRunError(f"{self.endpoint}/v1/models lists no model (HTTP {response.status_code}); "

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core import safe_json
 from app.core.bench_stats import BenchRow, compare_rows
+from app.services.paths import open_private
 
 log = logging.getLogger("app.services.bench")
 
@@ -65,7 +67,8 @@ class BenchStore:
         path = self.folder / f"{run_id}.json"
         temporary = path.with_suffix(".tmp")
         try:
-            temporary.write_text(json.dumps(record, indent=2), encoding="utf-8")
+            with open_private(temporary) as out:  # owner-only
+                out.write(json.dumps(record, indent=2))
             os.replace(temporary, path)
         except OSError as exc:
             raise BenchStoreError(f"cannot save the bench run in {self.folder}: {exc.strerror or exc}") from None
@@ -77,10 +80,10 @@ class BenchStore:
             raise BenchStoreError(f"{run_id!r} is not a saved run's id; `bench runs` lists them")
         path = self.folder / f"{run_id}.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = safe_json.load_file(path, what="it")
         except FileNotFoundError:
             raise BenchStoreError(f"no saved bench run {run_id!r}; `bench runs` lists them") from None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: JsonError (malformed, nested, too large)
             raise BenchStoreError(f"the saved run {path} cannot be read ({exc}); delete or fix the file") from None
         if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
             raise BenchStoreError(f"the saved run {path} has no rows; delete or fix the file")

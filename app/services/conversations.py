@@ -21,7 +21,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
+from app.core import safe_json
 from app.core.chat import Conversation, Message, MessageStatus, ReplyStats, Role
+from app.services.paths import private_database
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +139,7 @@ def _translated(path: Path) -> Iterator[None]:
 def _connect(path: Path) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        private_database(path)  # owner-only, and so its -wal and -shm files
         conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
         raise ConversationStoreError(
@@ -194,10 +197,22 @@ def _message_from_row(row: sqlite3.Row) -> Message:
         id=row["id"],
         model=row["model"],
         backend=row["backend"],
-        settings=json.loads(row["settings_json"] or "{}"),
-        stats=ReplyStats.from_dict(json.loads(row["stats_json"])) if row["stats_json"] else None,
+        settings=_json_column(row, "settings_json") or {},
+        stats=ReplyStats.from_dict(_json_column(row, "stats_json")),
         error=row["error"],
     )
+
+
+def _json_column(row: sqlite3.Row, column: str) -> dict[str, Any] | None:
+    """A JSON-object column; a damaged one reads as empty (logged) so the conversation still opens."""
+    text = row[column]
+    if not text:
+        return None
+    try:  # no size bound: the text is already in memory; depth and syntax are what can go wrong
+        return safe_json.loads_object(text, what=f"the {column} of message {row['id']}", max_bytes=None)
+    except safe_json.JsonError as exc:
+        log.warning("History %s; the message is shown without it.", exc)
+        return None
 
 
 # --- the store --------------------------------------------------------------------------------------------------

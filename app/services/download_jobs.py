@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -10,6 +11,10 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from app.core import remote_paths as rp
+from app.core.safe_json import load_file
+from app.services.paths import open_private
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +29,8 @@ QUEUED, DOWNLOADING, STALLED, PAUSED, VERIFYING, DONE, FAILED = (
     "failed",
 )
 ACTIVE_STATES = (DOWNLOADING, STALLED, VERIFYING)
+STATES = (QUEUED, DOWNLOADING, STALLED, PAUSED, VERIFYING, DONE, FAILED)
+MAX_BAD_COPIES = 100  # downloads.bad, downloads.bad.1, ...: set-aside queue files kept before giving up
 
 
 @dataclass
@@ -68,8 +75,56 @@ class DownloadJob:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DownloadJob:
-        files = [JobFile(**f) for f in data.get("files", [])]
-        return cls(**{**data, "files": files})
+        """A job from ``to_dict()``'s copy; raises ``TypeError``/``ValueError`` for a field of the wrong type."""
+        files = _typed(data, {}).get("files")
+        if not isinstance(files, list) or not files:
+            raise ValueError("a download job without files")
+        job = cls(**{**data, "files": [JobFile(**_typed(f, _FILE_TYPES)) for f in files]})
+        _typed(asdict(job), _JOB_TYPES)
+        if job.state not in STATES:
+            raise ValueError(f"unknown download state {rp.shown(job.state)}")
+        return job
+
+    def check_paths(self, origin: rp.Origin = rp.QUEUE) -> None:
+        """Raise ``RemotePathError`` unless every remote value that becomes a path is safe."""
+        rp.repo_id(self.repo_id, origin)
+        rp.commit_id(self.commit, origin)
+        rp.revision(self.revision, origin)
+        for f in self.files:
+            rp.repo_file(f.path, origin)
+            rp.sha256_hex(f.sha256, origin)
+            rp.blob_id(f.blob_id, origin)
+
+
+_OPT_STR = (str, type(None))
+_OPT_INT = (int, type(None))
+_FILE_TYPES: dict[str, tuple[type, ...]] = {
+    "path": (str,),
+    "size_bytes": _OPT_INT,
+    "sha256": _OPT_STR,
+    "blob_id": _OPT_STR,
+    "done": (bool,),
+    "done_bytes": (int,),
+}
+_JOB_TYPES: dict[str, tuple[type, ...]] = {
+    **{
+        name: (str,)
+        for name in ("repo_id", "commit", "revision", "target_dir", "state", "error", "error_kind", "local_path", "id")
+    },
+    "files": (list,),
+    "created": (int, float),
+}
+
+
+def _typed(data: Any, types: dict[str, tuple[type, ...]]) -> dict[str, Any]:
+    """``data`` when it is a dict whose known fields have the right types (a bool is not a number here)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"expected an object, not {type(data).__name__}")
+    for name, allowed in types.items():
+        value = data.get(name)
+        if name in data and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+            raise TypeError(f"{name} is {type(value).__name__}")
+    return data
 
 
 @dataclass(frozen=True)
@@ -96,41 +151,86 @@ def hf_cache_dir() -> Path:
     return Path(constants.HF_HUB_CACHE)
 
 
-def repo_cache_dir(repo_id: str) -> Path:
-    return hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+def repo_cache_dir(repo_id: str, origin: rp.Origin = rp.QUEUE) -> Path:
+    return hf_cache_dir() / ("models--" + rp.repo_id(repo_id, origin).replace("/", "--"))
 
 
 def job_root(job: DownloadJob) -> Path:
-    """The folder a job's files appear in: the snapshot folder of the cache, or ``<dir>/<org>/<name>``."""
+    """The folder a job's files appear in: the snapshot folder of the cache, or ``<dir>/<org>/<name>``.
+
+    Every remote value in the path is checked again here (the queue file may have been edited by hand)."""
     if job.target_dir:
-        return Path(job.target_dir).expanduser() / Path(*job.repo_id.split("/"))
-    return repo_cache_dir(job.repo_id) / "snapshots" / job.commit
+        return Path(job.target_dir).expanduser() / Path(*rp.repo_id(job.repo_id, rp.QUEUE).split("/"))
+    return repo_cache_dir(job.repo_id) / "snapshots" / rp.commit_id(job.commit, rp.QUEUE)
 
 
 def placement(job: DownloadJob, job_file: JobFile) -> Placement:
+    """Where ``job_file`` goes; raises ``RemotePathError`` when any of it would leave the job's folders."""
     root = job_root(job)
-    visible = root / Path(*job_file.path.split("/"))
+    name = rp.repo_file(job_file.path, rp.QUEUE)
+    visible = root / Path(*name.split("/"))
+    rp.inside(root, visible)
     if job.target_dir:
         return Placement(visible.with_name(visible.name + ".incomplete"), visible, None)
-    blob = repo_cache_dir(job.repo_id) / "blobs" / (job_file.sha256 or job_file.blob_id or job.commit + job_file.path)
+    blobs = repo_cache_dir(job.repo_id) / "blobs"
+    blob = blobs / _blob_name(job, job_file)
+    rp.inside(blobs, blob)
     return Placement(blob.with_name(blob.name + ".incomplete"), blob, visible)
 
 
+def _blob_name(job: DownloadJob, job_file: JobFile) -> str:
+    """The blob's file name: the LFS sha256 or the git blob id (both checked hex), else a hash of commit/path."""
+    if named := rp.sha256_hex(job_file.sha256, rp.QUEUE) or rp.blob_id(job_file.blob_id, rp.QUEUE):
+        return named
+    return hashlib.sha1(f"{job.commit}/{job_file.path}".encode()).hexdigest()
+
+
 def place(job: DownloadJob, where: Placement) -> Path:
-    """Move a verified partial file into place (and link it from the snapshot); returns the visible path."""
-    where.final_path.parent.mkdir(parents=True, exist_ok=True)
-    if where.partial_path.exists():  # else the verified blob is already there (e.g. from another revision)
-        os.replace(where.partial_path, where.final_path)
+    """Move a verified partial file into place (and link it from the snapshot); returns the visible path.
+
+    Only paths inside the job's folders are replaced or unlinked: the file inside ``<dir>/<org>/<name>``, or the
+    blob inside ``blobs/``, its link inside the snapshot folder and the ref inside ``refs/``."""
+    root = job_root(job)
+    final_root = root if where.link_path is None else _blobs(job)
+    final, partial = where.final_path, where.partial_path
+    rp.inside(final_root, final)
+    rp.inside(final_root, partial)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if partial.exists():  # else the verified blob is already there (e.g. from another revision)
+        os.replace(partial, final)
     if where.link_path is not None:
-        where.link_path.parent.mkdir(parents=True, exist_ok=True)
-        target = os.path.relpath(where.final_path, where.link_path.parent)
-        where.link_path.unlink(missing_ok=True)
-        where.link_path.symlink_to(target)
+        link = where.link_path
+        rp.inside(root, link)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(os.path.relpath(final, link.parent))
         if job.revision != job.commit:
-            refs = repo_cache_dir(job.repo_id) / "refs" / job.revision
-            refs.parent.mkdir(parents=True, exist_ok=True)
-            refs.write_text(job.commit, encoding="utf-8")
+            _write_ref(job)
     return where.visible_path
+
+
+def _blobs(job: DownloadJob) -> Path:
+    return repo_cache_dir(job.repo_id) / "blobs"
+
+
+def _write_ref(job: DownloadJob) -> None:
+    """``refs/<revision>`` holds the commit, as huggingface_hub writes it (``refs/pr/1`` → ``refs/refs/pr/1``)."""
+    refs_root = repo_cache_dir(job.repo_id) / "refs"
+    name = rp.revision(job.revision, rp.QUEUE)
+    refs = refs_root / Path(*name.split("/"))
+    rp.inside(refs_root, refs)
+    refs.parent.mkdir(parents=True, exist_ok=True)
+    refs.write_text(rp.commit_id(job.commit, rp.QUEUE), encoding="utf-8")
+
+
+def _fail_if_unsafe(job: DownloadJob) -> None:
+    if job.state == DONE:
+        return
+    try:
+        job.check_paths(rp.QUEUE)
+    except rp.RemotePathError as exc:
+        log.warning("download %s: %s", job.id, exc)
+        job.state, job.error, job.error_kind = FAILED, str(exc), "bad_input"
 
 
 class JobStore:
@@ -140,21 +240,40 @@ class JobStore:
         self.path = path
 
     def load(self) -> list[DownloadJob]:
-        """The saved jobs; an unreadable file is set aside (``.bad``) rather than losing the next save."""
+        """The saved jobs; an unreadable file is set aside (``.bad``, ``.bad.1``, ...) rather than losing the next
+        save. A job whose paths are unsafe (the file was edited) is kept, failed, with the reason."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return [DownloadJob.from_dict(item) for item in data.get("jobs", [])]
+            data = load_file(self.path, what=f"the download queue {self.path}")
+            items = data.get("jobs", []) if isinstance(data, dict) else None
+            if not isinstance(items, list):
+                raise TypeError("no list of jobs")
+            jobs = [DownloadJob.from_dict(item) for item in items]
         except FileNotFoundError:
             return []
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            bad = self.path.with_suffix(".bad")
-            try:
-                self.path.replace(bad)
-            except OSError as move_exc:  # start with an empty queue all the same: downloads still work
-                log.warning("cannot read the download queue %s (%s) nor move it aside: %s", self.path, exc, move_exc)
-            else:
-                log.warning("cannot read the download queue %s (%s); it was moved to %s", self.path, exc, bad)
+        except (OSError, ValueError, TypeError) as exc:  # safe_json's and user_files' errors are ValueErrors
+            self._set_aside(exc)
             return []
+        for job in jobs:
+            _fail_if_unsafe(job)
+        return jobs
+
+    def _set_aside(self, exc: Exception) -> None:
+        """Move the unreadable file to the first free ``.bad`` name: an earlier copy is never replaced."""
+        try:
+            bad = self._free_bad_name()
+            self.path.rename(bad)
+        except OSError as move_exc:  # start with an empty queue all the same: downloads still work
+            log.warning("cannot read the download queue %s (%s) nor move it aside: %s", self.path, exc, move_exc)
+        else:
+            log.warning("cannot read the download queue %s (%s); it was moved to %s", self.path, exc, bad)
+
+    def _free_bad_name(self) -> Path:
+        base = self.path.with_suffix(".bad")
+        for n in range(MAX_BAD_COPIES):
+            bad = base if n == 0 else base.with_name(f"{base.name}.{n}")
+            if not os.path.lexists(bad):
+                return bad
+        raise OSError(f"{base} and {MAX_BAD_COPIES - 1} numbered copies exist already; delete some")
 
     def save(self, jobs: list[DownloadJob]) -> None:
         self.write([job.to_dict() for job in jobs])
@@ -163,7 +282,7 @@ class JobStore:
         """Replace the file with ``jobs`` (``DownloadJob.to_dict()`` copies), durably (fsync, then rename)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
+        with open_private(tmp) as f:  # owner-only
             json.dump({"version": 1, "jobs": jobs}, f, indent=1)
             f.flush()
             os.fsync(f.fileno())

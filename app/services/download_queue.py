@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.errors import InvalidInputError
 from app.services.download_fetch import FetchPolicy, discard_partial
 from app.services.download_jobs import (
     ACTIVE_STATES,
@@ -252,7 +253,11 @@ def _same_job(a: DownloadJob, b: DownloadJob) -> bool:
 
 
 def _partial_paths(job: DownloadJob) -> list[Path]:
-    return [placement(job, job_file).partial_path for job_file in job.files if not job_file.done]
+    """The job's partial files; none for a job whose paths are unsafe (it never wrote any)."""
+    try:
+        return [placement(job, job_file).partial_path for job_file in job.files if not job_file.done]
+    except InvalidInputError:
+        return []
 
 
 def _delete_partials(paths: list[Path]) -> None:

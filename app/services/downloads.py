@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.errors import InvalidInputError
 from app.services.download_fetch import (
     DownloadError,
     DownloadStopped,
@@ -73,6 +74,7 @@ def run_job(job: DownloadJob, ctl: JobControl) -> None:
     job.error = job.error_kind = ""
     _set_state(job, ctl, DOWNLOADING)
     try:
+        job.check_paths()  # again: a job may come from a queue file edited by hand
         check_free_space(job)
         for job_file in job.files:
             ctl.finished_bytes = sum(f.size_bytes or 0 for f in job.files if f.done)
@@ -85,6 +87,9 @@ def run_job(job: DownloadJob, ctl: JobControl) -> None:
         return
     except DownloadError as exc:
         job.error, job.error_kind = str(exc), exc.kind
+        _set_state(job, ctl, FAILED)
+    except InvalidInputError as exc:  # a path from the job that would leave its folders (remote_paths)
+        job.error, job.error_kind = str(exc), "bad_input"
         _set_state(job, ctl, FAILED)
     except Exception as exc:  # every failure becomes a job state with a reason, never a dead thread
         job.error, job.error_kind = describe_failure(exc)

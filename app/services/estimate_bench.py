@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from app.core import safe_json
 from app.core.gguf_header import read_gguf_header
 from app.core.llama_buffers import LlamaBuffers, parse_llama_log
 from app.core.memory_estimate import EstimateSettings, MemoryEstimate, estimate_memory
@@ -89,8 +90,8 @@ def measure(model: Path, settings: EstimateSettings, python: str = sys.executabl
 def _probe_reason(stdout: str) -> str | None:
     for line in reversed(stdout.splitlines()):
         try:
-            return str(json.loads(line).get("error") or "") or None
-        except (ValueError, AttributeError):
+            return str(safe_json.loads(line, what="a line of the probe").get("error") or "") or None
+        except (ValueError, AttributeError):  # ValueError: JsonError, a line that is not the probe's answer
             continue
     return None
 

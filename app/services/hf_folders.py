@@ -11,12 +11,12 @@ A file present in several snapshots is listed once, from the snapshot ``main`` p
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core import safe_json
 from app.services.library_files import FileStamp, WalkReport, safetensors_parameter_count, stamp, walk_folders
 
 REPO_PREFIX = "models--"
@@ -117,10 +117,10 @@ def model_folder_stamp(folder: Path) -> FileStamp | None:
 def model_folder_summary(folder: Path) -> dict[str, Any]:
     """Architecture, parameters, quantization and context of an HF-format folder, from headers only."""
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = safe_json.load_file(folder / "config.json", what="the file")
         if not isinstance(config, dict):
             raise ValueError("not a JSON object")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: safe_json's JsonError (malformed, nested, too large)
         return {"error": f"{folder.name}/config.json is unreadable ({exc}). Download the model again."}
     text_config = config.get("text_config")
     text: dict[str, Any] = text_config if isinstance(text_config, dict) else {}

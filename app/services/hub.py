@@ -7,11 +7,13 @@ client itself reads it once, at import), and the token comes from the settings o
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.core import remote_paths as rp
 from app.core.gguf_header import GgufFileError, GgufHeader, GgufHeaderIncomplete, read_gguf_header_bytes
 from app.core.quant_names import GgufCandidate, HubFile, group_gguf_files, parse_split, same_quant
 from app.services.download_jobs import DownloadJob, JobFile
@@ -25,7 +27,8 @@ _FOLDER_SUFFIXES = (".safetensors", ".json", ".model", ".tiktoken", ".jinja", ".
 
 
 class HubError(Exception):
-    """A Hub request failed; the message says what to do. ``kind``: auth, not_found, bad_input, network, http."""
+    """A Hub request failed; the message says what to do. ``kind``: auth, not_found, bad_input, network, http,
+    bad_answer (the server sent something unusable or unsafe)."""
 
     def __init__(self, message: str, *, kind: str = "http") -> None:
         super().__init__(message)
@@ -123,26 +126,19 @@ class HubService:
             return [_summary(m) for m in models]
 
     def repo_detail(self, repo_id: str, revision: str = "main", *, with_card: bool = True) -> RepoDetail:
-        """Files (sizes, LFS sha256), license, gated flag, GGUF candidates and the model card of ``repo_id``."""
-        with _hub_errors(self.endpoint, repo_id):
+        """Files (sizes, LFS sha256), license, gated flag, GGUF candidates and the model card of ``repo_id``.
+
+        Every value of the answer that later becomes a path is checked (``remote_paths``): a mirror that lists
+        ``../x.gguf`` or a commit id that is not one is refused with a ``HubError`` (kind "bad_answer")."""
+        with _remote_values("bad_input"):
+            rp.repo_id(repo_id, rp.USER)
+            rp.revision(revision, rp.USER)
+        with _hub_errors(self.endpoint, repo_id), _remote_values("bad_answer"):
             info = self._api().model_info(repo_id, revision=revision, files_metadata=True)
-            files = tuple(
-                HubFile(s.rfilename, s.lfs.size if s.lfs else s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
-                for s in info.siblings or []
-            )
-            card = info.card_data.to_dict() if info.card_data else {}
-            detail = RepoDetail(
-                id=info.id,
-                commit=info.sha or revision,
-                files=files,
-                license=_license(card, info.tags or []),
-                gated=info.gated,
-                tags=tuple(info.tags or ()),
-                candidates=tuple(group_gguf_files(files)),
-            )
-            if with_card and detail.file("README.md") is not None:
-                detail = replace(detail, card_text=self._read_card(detail))
-            return detail
+            detail = _detail(info, revision)
+        if with_card and detail.file("README.md") is not None:
+            detail = replace(detail, card_text=self._read_card(detail))
+        return detail
 
     def _read_card(self, detail: RepoDetail) -> str:
         data = self.read_prefix(detail.id, detail.commit, "README.md", CARD_MAX_BYTES)
@@ -218,6 +214,43 @@ class HubService:
         return DownloadJob(repo_id=detail.id, commit=detail.commit, files=job_files, target_dir=target_dir)
 
 
+def _detail(info: Any, revision: str) -> RepoDetail:
+    """A ``RepoDetail`` from ``model_info``'s answer, every remote value checked (raises ``RemotePathError``)."""
+    files = tuple(_hub_file(s) for s in info.siblings or [])
+    card = info.card_data.to_dict() if info.card_data else {}
+    tags = [t for t in info.tags or () if isinstance(t, str)]
+    return RepoDetail(
+        id=rp.repo_id(info.id),
+        commit=rp.commit_id(info.sha if info.sha is not None else _commit_like(revision)),
+        files=files,
+        license=_license(card, tags),
+        gated=info.gated,
+        tags=tuple(tags),
+        candidates=tuple(group_gguf_files(files)),
+    )
+
+
+def _commit_like(revision: str) -> str | None:
+    """An answer without a commit id is usable only when the revision asked for is one."""
+    return revision if rp.COMMIT_RE.fullmatch(revision) else None
+
+
+def _hub_file(sibling: Any) -> HubFile:
+    path = rp.repo_file(sibling.rfilename)
+    lfs = sibling.lfs
+    size = rp.file_size(lfs.size if lfs else sibling.size, name=path)
+    return HubFile(path, size, rp.sha256_hex(lfs.sha256) if lfs else None, rp.blob_id(sibling.blob_id))
+
+
+@contextlib.contextmanager
+def _remote_values(kind: str) -> Iterator[None]:
+    """A refused value (``RemotePathError``) becomes a ``HubError`` of ``kind``."""
+    try:
+        yield
+    except rp.RemotePathError as exc:
+        raise HubError(str(exc), kind=kind) from None
+
+
 def _choose_files(detail: RepoDetail, names: list[str], quant: str | None) -> list[HubFile]:
     if names:
         chosen: list[HubFile] = []
@@ -273,6 +306,13 @@ def _translate(exc: BaseException, endpoint: str, what: str) -> HubError:
     import httpx2
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
 
+    if isinstance(exc, RecursionError | json.JSONDecodeError | UnicodeDecodeError):  # json.loads in the client
+        problem = "nested too deeply to be" if isinstance(exc, RecursionError) else "not"
+        return HubError(
+            f"The server at {endpoint} answered the request for {what} with JSON that is {problem} valid; "
+            "refusing it (is HF_ENDPOINT a mirror you trust?).",
+            kind="bad_answer",
+        )
     if isinstance(exc, OfflineModeIsEnabled):
         return HubError("Hugging Face offline mode is on (HF_HUB_OFFLINE): unset it to use the Hub.", kind="network")
     if isinstance(exc, GatedRepoError):
@@ -288,6 +328,12 @@ def _translate(exc: BaseException, endpoint: str, what: str) -> HubError:
         if status in (401, 403):
             return HubError(f"The Hub refused access to {what} (HTTP {status}): set a valid token.", kind="auth")
         return HubError(f"The Hub answered HTTP {status} for {what}; try again later.", kind="http")
+    if isinstance(exc, KeyError | TypeError | ValueError):  # a field missing, of the wrong type, or unparsable
+        return HubError(
+            f"The server at {endpoint} answered the request for {what} with data in an unexpected shape "
+            f"({type(exc).__name__}: {rp.shown(str(exc))}); is HF_ENDPOINT a mirror you trust?",
+            kind="bad_answer",
+        )
     if isinstance(exc, httpx2.TransportError | OSError):
         return HubError(
             f"Cannot reach the Hub at {endpoint} ({type(exc).__name__}): check the connection.", kind="network"

@@ -13,10 +13,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from app.core import safe_json
 from app.services.library_files import FileStamp
+from app.services.paths import open_private
 
 log = logging.getLogger("app.services.library")
 CACHE_VERSION = 1
+# ~300 bytes a model file: 256 MiB holds ~800,000 entries, far beyond a real library, yet stays bounded.
+CACHE_MAX_BYTES = 256 * 1024 * 1024
 
 
 class HeaderCache:
@@ -39,10 +43,10 @@ class HeaderCache:
         if self.file is None:
             return {}
         try:
-            data = json.loads(self.file.read_text(encoding="utf-8"))
+            data = safe_json.load_file(self.file, what="it", max_bytes=CACHE_MAX_BYTES)
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: safe_json's JsonError and UserFileError
             log.warning("The library cache %s is unreadable (%s); it will be rebuilt.", self.file, exc)
             return {}
         if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
@@ -75,7 +79,8 @@ class HeaderCache:
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             temp = self.file.with_name(self.file.name + ".tmp")
-            temp.write_text(json.dumps({"version": CACHE_VERSION, "files": self._stored}), encoding="utf-8")
+            with open_private(temp) as out:  # owner-only
+                out.write(json.dumps({"version": CACHE_VERSION, "files": self._stored}))
             os.replace(temp, self.file)
         except OSError as exc:
             log.warning("Could not save the library cache %s (%s); the next scan reads headers again.", self.file, exc)

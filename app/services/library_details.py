@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core import safe_json
 from app.core.gguf_header import GgufFileError, GgufHeader, read_gguf_header
 from app.services.library import KIND_GGUF, LibraryEntry
 
@@ -37,7 +38,10 @@ def entry_details(entry: LibraryEntry) -> EntryDetails:
 
 
 def _text(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else str(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else str(value)
+    except RecursionError:  # parsed, but one level too deep to print again from here
+        return "(nested too deeply to show)"
     text = text.replace("\n", "⏎")
     return text if len(text) <= MAX_SHOWN_VALUE_CHARS else text[:MAX_SHOWN_VALUE_CHARS] + "…"
 
@@ -57,9 +61,14 @@ def _gguf_details(path: Path) -> EntryDetails:
 
 
 def _hf_details(folder: Path) -> EntryDetails:
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    try:
+        config = safe_json.load_file(folder / "config.json", what=f"{folder.name}/config.json")
+    except safe_json.JsonError as exc:  # malformed, nested too deeply or too large
+        raise ValueError(f"{exc}. Download the model again.") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{folder.name}/config.json is not a JSON object. Download the model again.")
     rows = [("folder", str(folder))]
-    rows += [(f"config.{k}", _text(v)) for k, v in sorted(config.items())] if isinstance(config, dict) else []
+    rows += [(f"config.{k}", _text(v)) for k, v in sorted(config.items())]
     weights = sorted(p.name for p in folder.glob("*.safetensors"))
     rows.append(("weights", ", ".join(weights)))
     return EntryDetails(metadata=rows, chat_template=_hf_chat_template(folder))
@@ -70,8 +79,8 @@ def _hf_chat_template(folder: Path) -> str | None:
     if jinja.is_file():
         return jinja.read_text(encoding="utf-8")
     try:
-        tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        tokenizer_config = safe_json.load_file(folder / "tokenizer_config.json", what="tokenizer_config.json")
+    except (OSError, ValueError):  # no template shown; the folder's other details still are
         return None
     template = tokenizer_config.get("chat_template") if isinstance(tokenizer_config, dict) else None
     if isinstance(template, list):  # named templates: [{"name": "default", "template": "..."}]

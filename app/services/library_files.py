@@ -7,7 +7,6 @@ listing and reading. Summaries read headers only (a GGUF's metadata and tensor t
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from collections.abc import Iterator
@@ -15,10 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core import safe_json
 from app.core.gguf_header import GgufFileError, GgufHeader, read_gguf_header
 
-# A safetensors JSON header larger than this is not a real one (real headers are a few MB at most).
-MAX_SAFETENSORS_HEADER_BYTES = 100 * 1024 * 1024
+# Above safe_json's 16 MiB on purpose: the safetensors library itself (the reader vLLM and transformers use)
+# accepts JSON headers up to 100,000,000 bytes, so a file they load must list here too. Real headers are a few
+# MB at most; the length is checked before anything is read, and nesting is still refused by safe_json.
+MAX_SAFETENSORS_HEADER_BYTES = 100_000_000
 SKIPPED_DIR_NAMES = frozenset({".git", "__pycache__", ".cache", "node_modules"})
 
 
@@ -157,11 +159,13 @@ def safetensors_parameter_count(path: Path) -> int:
     if len(raw) != length:
         raise ValueError(f"{path.name} is truncated: its header is incomplete. Download it again.")
     try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        header = safe_json.loads_object(raw, what="its JSON header", max_bytes=MAX_SAFETENSORS_HEADER_BYTES)
+        return _parameters(header)
+    except (ValueError, TypeError) as exc:  # JsonError (malformed, nested), or a shape that is not a list of ints
         raise ValueError(f"{path.name} has a damaged header ({exc}). Download it again.") from exc
-    if not isinstance(header, dict):
-        raise ValueError(f"{path.name} has a damaged header (not a JSON object).")
+
+
+def _parameters(header: dict[str, Any]) -> int:
     total = 0
     for name, tensor in header.items():
         if name == "__metadata__" or not isinstance(tensor, dict):

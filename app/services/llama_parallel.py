@@ -20,6 +20,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from app.core import safe_json
+
 START_TIMEOUT_S = 300.0
 
 
@@ -110,8 +112,8 @@ class ParallelLlama:
     async def _read(self, proc: asyncio.subprocess.Process) -> dict[str, Any] | None:
         assert proc.stdout is not None
         while line := await proc.stdout.readline():
-            with contextlib.suppress(ValueError):
-                message = json.loads(line)
+            with contextlib.suppress(ValueError):  # JsonError: not a protocol line (or damaged), skipped
+                message = safe_json.loads(line, what="a line from the parallel worker")
                 if isinstance(message, dict):
                     return message
         return None

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core import safe_json
+
 _EOF = object()
 
 
@@ -148,9 +150,9 @@ def _read_stdin(inbox: queue.Queue[Any]) -> None:
 
 def _admit(engine: _Engine, line: str, now: float) -> _Seq | dict[str, Any]:
     try:
-        request = json.loads(line)
+        request = safe_json.loads_object(line, what="the request")
         seq = _Seq(request["id"], engine.tokenize(str(request["prompt"])), int(request["max_tokens"]), now)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:  # ValueError: JsonError too (malformed, nested, too large)
         return {"id": None, "error": f"bad request: {exc}"}
     if not seq.tokens or seq.max_tokens < 1:
         return {"id": seq.request_id, "error": "empty prompt or max_tokens < 1"}
@@ -200,7 +202,7 @@ def serve(engine: _Engine, inbox: queue.Queue[Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    model_path, settings = argv[0], json.loads(argv[1])
+    model_path, settings = argv[0], safe_json.loads_object(argv[1], what="the worker's settings argument")
     _keep_native_prints_off_the_protocol()
     import llama_cpp
 

@@ -12,6 +12,8 @@ import json
 import sys
 from typing import Any
 
+from app.core import safe_json
+
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 
 
@@ -34,7 +36,7 @@ def context_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    model_path, settings = argv[0], json.loads(argv[1])
+    model_path, settings = argv[0], safe_json.loads_object(argv[1], what="the probe's settings argument")
     import llama_cpp
 
     llama_cpp.llama_backend_init()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import logging.handlers
+import os
 import re
 import threading
 import time
@@ -146,7 +148,17 @@ def _notify(callback: Subscriber, entry: LogEntry) -> None:
 
 
 class _RedactingFileHandler(logging.handlers.RotatingFileHandler):
-    """The app's log file: rotated at 1 MB, three backups, redacted."""
+    """The app's log file: rotated at 1 MB, three backups, redacted, readable by its owner only."""
+
+    def _open(self) -> io.TextIOWrapper:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, 0o600)  # a log left by an earlier version was 0644
+            return io.TextIOWrapper(open(fd, "ab"), encoding=self.encoding, errors=self.errors)
+        except BaseException:
+            os.close(fd)
+            raise
 
 
 def install_logging(level: str | int = "INFO", log_file: Path | None = None) -> LogBuffer:

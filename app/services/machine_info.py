@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from app import __version__
+from app.backends.http_json import response_json
 
 if TYPE_CHECKING:
     from app.services.nvml import NvmlReader
@@ -54,9 +55,9 @@ def ollama_version(host: str | None) -> str | None:
         return None
     import httpx
 
-    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
+    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):  # ValueError: JsonError too
         response = httpx.get(f"{host.rstrip('/')}/api/version", timeout=2.0, trust_env=False)
-        return str(response.json()["version"]) if response.status_code == 200 else None
+        return str(response_json(response, what="Ollama's version")["version"]) if response.status_code == 200 else None
     return None
 
 

@@ -14,13 +14,13 @@ never raises for a server that is not running, it reports it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.backends.http_json import response_json
 from app.backends.ollama import (
     auth_headers,
     client_options,
@@ -29,6 +29,7 @@ from app.backends.ollama import (
     not_running_message,
     resolve_host,
 )
+from app.core import safe_json
 from app.core.lazy_import import lazy_import
 
 if TYPE_CHECKING:
@@ -176,8 +177,9 @@ class OllamaService:
         except httpx.HTTPError as exc:
             return OllamaStatus(False, self.host, reason=f"Could not reach Ollama at {self.host}: {exc}.")
         try:
-            version = response.json().get("version") if response.status_code == 200 else None
-        except (ValueError, AttributeError):
+            answer = response_json(response, what="its version") if response.status_code == 200 else None
+            version = answer.get("version") if answer is not None else None
+        except (ValueError, AttributeError):  # ValueError: JsonError (not JSON, nested, too large)
             version = None
         if not isinstance(version, str):
             reason = (
@@ -285,7 +287,7 @@ class OllamaService:
             response = await self._http.request(method, path, json=body)
             if response.status_code >= 400:
                 raise ollama.ResponseError(response.text, response.status_code)
-            return response.json() if response.content else None
+            return response_json(response, what="the answer") if response.content else None
         except Exception as exc:
             raise self._error(exc, doing, model) from exc
 
@@ -350,7 +352,7 @@ class OllamaService:
                     async for line in lines:
                         if not line.strip():
                             continue
-                        part = json.loads(line)
+                        part = safe_json.loads(line, what="a line of the answer")
                         if isinstance(part, dict) and part.get("error"):
                             raise ollama.ResponseError(str(part["error"]))
                         if isinstance(part, dict):

@@ -11,18 +11,18 @@ registry and namespace show as ``name:tag`` (as ``ollama list`` does).
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.core import remote_paths as rp
+from app.core.safe_json import load_file
 from app.services.library_files import WalkReport, walk_folders
 
 MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
 DEFAULT_REGISTRY = "registry.ollama.ai"
 DEFAULT_NAMESPACE = "library"
-_DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest lists a handful of layers: a few kB
 
 
 @dataclass(frozen=True)
@@ -64,17 +64,27 @@ def scan_ollama_store(root: Path, report: WalkReport) -> list[OllamaStoreModel]:
             except OSError:
                 continue
             path = Path(entry.path)
-            name = display_name(path.relative_to(manifests) if path.is_relative_to(manifests) else Path(path.name))
-            models.append(_read_manifest(root, path, name))
+            relative = path.relative_to(manifests) if path.is_relative_to(manifests) else Path(path.name)
+            models.append(_model(root, path, relative))
     return models
+
+
+def _model(root: Path, path: Path, relative: Path) -> OllamaStoreModel:
+    """The model a manifest names; its path pieces must be valid name parts (they name the model)."""
+    try:
+        for piece in relative.parts:
+            rp.ollama_name_piece(piece)
+    except rp.RemotePathError as exc:
+        return OllamaStoreModel(rp.shown(display_name(relative)), path, None, f"{exc}.")
+    return _read_manifest(root, path, display_name(relative))
 
 
 def _read_manifest(root: Path, path: Path, name: str) -> OllamaStoreModel:
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = load_file(path, what=f"Ollama's manifest for {name}", max_bytes=MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         return OllamaStoreModel(name, path, None, "The manifest vanished during the scan. Rescan.")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # safe_json's JsonError and user_files' errors are ValueErrors
         return OllamaStoreModel(name, path, None, f"Ollama's manifest for {name} is unreadable ({exc}). {_FIX}")
     layers = manifest.get("layers") if isinstance(manifest, dict) else None
     if not isinstance(layers, list):
@@ -82,10 +92,12 @@ def _read_manifest(root: Path, path: Path, name: str) -> OllamaStoreModel:
     model_layers = [x for x in layers if isinstance(x, dict) and x.get("mediaType") == MODEL_MEDIA_TYPE]
     if not model_layers:
         return OllamaStoreModel(name, path, None, f"Ollama's manifest for {name} has no model layer. {_FIX}")
-    match = _DIGEST.match(str(model_layers[0].get("digest", "")))
-    if match is None:
-        return OllamaStoreModel(name, path, None, f"Ollama's manifest for {name} has a bad model digest. {_FIX}")
-    blob = root / "blobs" / f"sha256-{match.group(1)}"
+    blobs = root / "blobs"
+    try:
+        blob = blobs / f"sha256-{rp.ollama_digest(model_layers[0].get('digest'))}"
+        rp.inside(blobs, blob)
+    except rp.RemotePathError as exc:
+        return OllamaStoreModel(name, path, None, f"Ollama's manifest for {name} has a bad model digest: {exc}.")
     if not blob.is_file():
         return OllamaStoreModel(name, path, blob, f"The model file of {name} is missing from Ollama's blobs. {_FIX}")
     return OllamaStoreModel(name, path, blob)

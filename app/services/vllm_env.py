@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -34,6 +33,7 @@ from typing import Any
 
 import psutil
 
+from app.core import safe_json
 from app.core.vllm_log import InstallProgress, PipProgressParser, classify_pip_failure
 from app.services.paths import AppPaths
 
@@ -217,7 +217,9 @@ def _probe_metadata(python: Path) -> dict[str, Any] | None:
         done = subprocess.run(
             [str(python), "-c", _PROBE], capture_output=True, text=True, timeout=DETECT_TIMEOUT_S, check=False
         )
-        return dict(json.loads(done.stdout.strip().splitlines()[-1])) if done.returncode == 0 else None
+        if done.returncode != 0:
+            return None
+        return safe_json.loads_object(done.stdout.strip().splitlines()[-1], what="the vLLM probe's answer")
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         log.info("no vLLM in %s: %s", python, exc)
         return None

@@ -10,6 +10,7 @@ from app.backends.llamacpp.backend import LlamaCppBackend
 from app.core.settings import Settings, SettingsError, load_settings
 from app.services.conversations import AsyncConversationStore
 from app.services.logbuffer import LogBuffer
+from app.services.machine_memory import read_machine_memory
 from app.services.paths import AppPaths
 
 log = logging.getLogger("app.ui")
@@ -23,7 +24,7 @@ class AppContext:
     paths: AppPaths
     settings: Settings
     log_buffer: LogBuffer
-    backend: LlamaCppBackend = field(default_factory=LlamaCppBackend)
+    backend: LlamaCppBackend = field(default_factory=lambda: LlamaCppBackend(machine_memory=read_machine_memory))
     store: AsyncConversationStore | None = None
     settings_problem: str | None = None
     ollama_backend: Backend | None = None

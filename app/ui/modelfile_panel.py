@@ -21,10 +21,11 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBox
 
 from app.core.modelfile import Modelfile, ModelfileError
 from app.core.modelfile_params import check_modelfile
+from app.core.user_files import UserFileError
 from app.services.ollama_service import OllamaError, OllamaService
 from app.ui.context import AppContext
 from app.ui.tasks import loop_running, spawn
-from app.ui.widgets.modelfile_files import SUFFIX, ModelfileFiles, decode, presets_dir
+from app.ui.widgets.modelfile_files import SUFFIX, ModelfileFiles, presets_dir, read_document
 from app.ui.widgets.modelfile_form import ModelfileForm
 from app.ui.widgets.modelfile_highlighter import ModelfileTextPane, error_color, muted_color, set_text_color
 from app.ui.widgets.ollama_create_bar import OllamaCreateBar
@@ -262,11 +263,14 @@ class ModelfilePanel(QWidget):
 
     async def _load(self, path: Path, preset: bool) -> None:
         try:
-            data = await asyncio.get_running_loop().run_in_executor(None, path.read_bytes)
+            text = await asyncio.get_running_loop().run_in_executor(None, read_document, path)
+        except UserFileError as exc:  # a FIFO, a device, over 1 MiB
+            self.show_notice(f"Cannot open it: {exc}")
+            return
         except OSError as exc:
             self.show_notice(f"Cannot read {path}: {exc.strerror or exc}")
             return
-        self._set_document(decode(data), path, preset)
+        self._set_document(text, path, preset)
 
     def _set_document(self, text: str, path: Path | None, preset: bool, saved: str | None = None) -> None:
         self.files.set_current(path, preset)

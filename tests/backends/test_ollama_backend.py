@@ -224,6 +224,51 @@ def test_server_dying_mid_chat_keeps_the_partial_reply(fake):
     assert "connection to Ollama" in str(error) and "lost" in str(error)
 
 
+HI_LINE = b'{"model": "llama3.2", "created_at": "2025-01-01T00:00:00Z", "message": {"role": "assistant", '
+HI_LINE += b'"content": "Hi"}, "done": false}\n'
+BAD_LINES = {
+    "nested-list": (b"[" * 100_000, "a line of the reply is nested too deeply"),
+    "nested-object": (b'{"a":' * 100_000, "a line of the reply is nested too deeply"),
+    "not-an-object": (b"[1, 2]", "a line of the reply must be a JSON object"),
+    "over-16-MiB": (b'{"a": "' + b"x" * (17 * 1024 * 1024), "a line larger than 16 MiB"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_LINES)
+def test_an_unreadable_line_ends_that_reply_cleanly_and_the_next_one_works(fake, name):
+    line, reason = BAD_LINES[name]
+
+    async def scenario():
+        backend = await _loaded(fake.host)
+        try:
+            fake.send_raw("/api/chat", HI_LINE + line + b"\n")
+            with pytest.raises(GenerationError, match="sent a reply this app cannot read while generating") as caught:
+                await _collect(backend)
+            assert reason in str(caught.value) and "partial reply was kept" in str(caught.value)
+            assert caught.value.partial == "Hi" and backend.state.kind is StateKind.READY
+            assert backend.stats().finish_reason == "error"
+            return await _collect(backend)
+        finally:
+            await backend.close()
+
+    assert run(scenario()) == REPLY
+
+
+def test_a_nested_answer_while_loading_is_a_load_error(fake):
+    fake.send_raw("/api/show", b'{"modelfile": ' + b"[" * 100_000)  # read by the official client
+
+    async def scenario():
+        backend = OllamaBackend(fake.host)
+        try:
+            with pytest.raises(ModelLoadError, match=r"cannot read while loading llama3.2 \(.*nested too deeply"):
+                await backend.load("llama3.2", LoadParams())
+            return (await backend.load("llama3.2", LoadParams())).name
+        finally:
+            await backend.close()
+
+    assert run(scenario()) == "llama3.2"
+
+
 def test_server_down_gives_model_load_error():
     host = FakeOllama.unused_host()
     states = []

@@ -341,6 +341,67 @@ def test_mid_stream_failures_keep_the_partial_reply(fake, die, expected):
     run(main())
 
 
+HI_CHUNK = b'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}\n\n'
+NESTED_PAYLOADS = {
+    "nested-list": (b"[" * 100_000, "a chunk of the reply is nested too deeply"),
+    "nested-object": (b'{"a":' * 100_000, "a chunk of the reply is nested too deeply"),
+    "not-json": (b"{oops", "a chunk of the reply is not valid JSON"),
+    "over-16-MiB": (b'"' + b"x" * (17 * 1024 * 1024), "a line larger than 16 MiB"),
+}
+
+
+@pytest.mark.parametrize("name", NESTED_PAYLOADS)
+def test_an_unreadable_chunk_ends_that_reply_cleanly_and_the_next_one_works(fake, name):
+    payload, reason = NESTED_PAYLOADS[name]
+
+    async def main():
+        backend = await loaded(fake.base_url)
+        try:
+            fake.send_raw("/v1/chat/completions", HI_CHUNK + b"data: " + payload + b"\n\ndata: [DONE]\n\n")
+            stream = backend.stream_chat(USER, SamplingParams())
+            with pytest.raises(GenerationError, match="sent a reply this app cannot read") as caught:
+                await collect(stream)
+            assert reason in str(caught.value) and "partial reply was kept" in str(caught.value)
+            assert caught.value.partial == "Hi" and stream.stats.finish_reason == "error"
+            assert backend.state.kind is StateKind.READY
+            assert await collect(backend.stream_chat(USER, SamplingParams())) == "You said: hello big world"
+        finally:
+            await backend.close()
+
+    run(main())
+
+
+def test_chunks_of_the_wrong_shape_are_ignored(fake):
+    odd = b'data: {"choices": [5, {"delta": "x"}, {"delta": {"content": 7}}], "usage": 3}\n\n'
+    fake.send_raw("/v1/chat/completions", odd + HI_CHUNK + b"data: [DONE]\n\n")
+
+    async def main():
+        backend = await loaded(fake.base_url)
+        try:
+            stream = backend.stream_chat(USER, SamplingParams())
+            assert await collect(stream) == "Hi" and stream.stats.finish_reason == "stop"
+        finally:
+            await backend.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000, b'{"data": ' + b"[" * 100_000])
+def test_a_nested_model_list_is_not_a_vllm_server(fake, body):
+    fake.send_raw("/v1/models", body)
+
+    async def main():
+        backend = VllmBackend(fake.base_url)
+        try:
+            with pytest.raises(ModelLoadError, match=r"is not a vLLM \(OpenAI-compatible\) server"):
+                await backend.load(MODEL, LoadParams())
+            assert (await backend.load(MODEL, LoadParams())).name == MODEL  # the next answer is a real one
+        finally:
+            await backend.close()
+
+    run(main())
+
+
 def test_server_gone_after_loading_fails_the_backend(fake):
     async def main():
         backend = await loaded(fake.base_url)

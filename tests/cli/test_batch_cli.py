@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -150,6 +151,38 @@ def test_unreadable_input_exits_2_with_one_line(fake, tmp_path, setup, message):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("llm-workstation: ") and message in last
     assert "Traceback" not in result.stderr and not fake.requests
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a POSIX thing")
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_a_fifo_as_input_or_output_is_refused_at_once_with_exit_2(fake, tmp_path, which):
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    source = str(fifo) if which == "input" else write_jsonl(tmp_path / "in.jsonl", {"prompt": "x"})
+    out = str(tmp_path / "o.jsonl") if which == "input" else str(fifo)
+    result = subprocess.run(
+        command("batch", source, "--endpoint", fake.base_url, "--output", out),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("llm-workstation: ") and "is not a regular file (a pipe or a device)" in last
+    assert "Traceback" not in result.stderr and not fake.requests
+
+
+def test_a_csv_with_a_huge_field_and_an_open_quote_runs_its_good_rows(fake, tmp_path):
+    source = tmp_path / "in.csv"
+    huge = "x" * (16 * 1024 * 1024 + 1)
+    source.write_text(f'id,prompt\na,first\nb,{huge}\nc,third\nd,"never closed\ne,swallowed\n')
+    out = tmp_path / "out.jsonl"
+    result = cli("batch", str(source), "--endpoint", fake.base_url, "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"{source}: line 3: a field is longer than 16,777,216 characters" in result.stderr
+    assert f"{source}: line 5: unterminated quote: the quoted field that opens here is never closed" in result.stderr
+    assert set(results(out)) == {"a", "c"}
 
 
 def test_bad_options_exit_2(fake, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -108,3 +109,43 @@ def test_app_closes_cleanly_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert "Traceback" not in proc.stderr.read()
+
+
+def test_unknown_chat_format_exits_2_naming_the_valid_formats(tiny_gguf):
+    result = cli("chat", str(tiny_gguf), "-p", "hi", "--chat-format", "no-such-format", "--ctx", "256")
+    assert result.returncode == 2, result.stderr
+    assert "Unknown chat format 'no-such-format'" in result.stderr
+    assert "Valid formats:" in result.stderr and "chatml" in result.stderr and "llama-3" in result.stderr
+    assert "settings" not in result.stderr and "SIGABRT" not in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+
+
+def test_context_that_cannot_fit_exits_2_at_once_with_the_estimate(tiny_gguf):
+    started = time.perf_counter()
+    result = cli("chat", str(tiny_gguf), "-p", "hi", "--ctx", "999999999")
+    seconds = time.perf_counter() - started
+    assert result.returncode == 2, result.stderr
+    assert "A context of 999,999,999 tokens will not fit in this machine's memory" in result.stderr
+    assert "KV cache alone needs 238.42 GiB" in result.stderr and "Won't fit: needs" in result.stderr
+    assert "Lower the context to" in result.stderr and "architecture" not in result.stderr
+    assert seconds < 5  # the whole process, start-up included; llama.cpp itself would take ~40 s to give up
+    assert result.stderr.strip().count("\n") == 0
+
+
+def test_context_above_the_trained_size_warns_and_works(tiny_gguf):
+    result = cli("chat", str(tiny_gguf), "-p", "hi", "--ctx", "4096", "--max-tokens", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    assert "warning: The context (4,096 tokens) is larger than the 2,048 tokens" in result.stderr
+    assert json.loads(result.stdout.strip().split("\n")[-1])["n_ctx"] == 4096
+
+
+def test_broken_chat_template_exits_2_with_its_line(tmp_path):
+    from tests.gguf_factory import write_tiny_gguf
+
+    model = write_tiny_gguf(tmp_path / "broken.gguf", chat_template="{% if messages %}\n{{ x }\n{% endif %}")
+    result = cli("chat", str(model), "-p", "hi", "--ctx", "256")
+    assert result.returncode == 2, result.stderr
+    assert "chat template has a syntax error at line 2" in result.stderr
+    assert "choose another chat format" in result.stderr and "Traceback" not in result.stderr
+    ok = cli("chat", str(model), "-p", "hi", "--ctx", "256", "--chat-format", "chatml", "--max-tokens", "2")
+    assert ok.returncode == 0, ok.stderr

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +104,61 @@ def test_coding_preset_is_what_the_issue_asks():
     assert typed["num_ctx"] == 32768
     assert typed["temperature"] == pytest.approx(0.2) and typed["top_p"] == pytest.approx(0.9)
     assert modelfile.system and "engineer" in modelfile.system
+
+
+# --- hostile files: refused at once, never read without bound ------------------------------------------------------
+def cli_within(seconds: float, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The CLI in a subprocess that must finish in ``seconds`` (a hang fails the test instead of the suite)."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=seconds, check=False
+    )
+    return result, time.monotonic() - started
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a POSIX thing")
+@pytest.mark.parametrize("action", ["parse", "check", "fmt"])
+def test_a_fifo_is_refused_at_once_with_exit_2(tmp_path, action):
+    fifo = tmp_path / "Modelfile"
+    os.mkfifo(fifo)
+    result, _ = cli_within(60, "modelfile", action, str(fifo))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        f"llm-workstation: the Modelfile {fifo} is not a regular file (a pipe or a device); "
+        "give the path of a regular file"
+    )
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_fmt_of_a_link_to_dev_zero_is_refused_at_once(tmp_path):
+    link = tmp_path / "Modelfile"
+    link.symlink_to("/dev/zero")
+    result, _ = cli_within(60, "modelfile", "fmt", str(link))
+    assert result.returncode == 2 and "is not a regular file (a pipe or a device)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_50_mb_single_line_modelfile_is_refused_in_under_a_second(tmp_path):
+    from app import commands_modelfile
+
+    path = tmp_path / "Modelfile"
+    path.write_bytes(b"FROM x\nSYSTEM " + b"y" * 50_000_000)
+    args = argparse.Namespace(file=str(path), modelfile_action="fmt")
+    started = time.monotonic()
+    assert commands_modelfile.run(args) == 2
+    assert time.monotonic() - started < 1
+    result, _ = cli_within(60, "modelfile", "fmt", str(path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert f"the Modelfile {path} is larger than 1 MiB (47.7 MiB)" in result.stderr
+
+
+def test_a_modelfile_at_the_size_limit_is_read_and_formatted(tmp_path):
+    from app.core.modelfile import MAX_MODELFILE_BYTES
+
+    head = b'FROM x\nLICENSE """'
+    path = tmp_path / "Modelfile"
+    path.write_bytes(head + b"a licence line\n" * ((MAX_MODELFILE_BYTES - len(head) - 4) // 15) + b'"""\n')
+    assert path.stat().st_size <= MAX_MODELFILE_BYTES
+    result, _ = cli_within(60, "modelfile", "fmt", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith('FROM x\nLICENSE "a licence line\na licence line\n')

@@ -89,12 +89,15 @@ def test_missing_folder_is_bad_input(capsys, tmp_path):
     assert err == f"llm-workstation: {tmp_path / 'nope'} is not a folder. Pass an existing folder with --folder.\n"
 
 
-def test_damaged_settings_file_is_bad_input(capsys, isolated_home):
+@pytest.mark.parametrize("content", ["{broken", "[" * 100_000, '{"a":' * 100_000])
+def test_damaged_settings_file_is_bad_input(capsys, isolated_home, content):
     settings = isolated_home / "config" / "settings.json"
     settings.parent.mkdir(parents=True)
-    settings.write_text("{broken")
+    settings.write_text(content)
     code, _out, err = models(capsys, "models")
-    assert code == 2 and err.startswith("llm-workstation: ") and err.count("\n") == 1
+    assert code == 2 and err.startswith("llm-workstation: Cannot read the settings file") and err.count("\n") == 1
+    assert "Fix or remove it." in err and "Traceback" not in err
+    assert settings.read_text() == content
 
 
 def test_unreadable_folder_is_reported_on_stderr(capsys, folder, monkeypatch):

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import os
+import threading
+import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from app.core.batch_input import (
+    CSV_FIELD_LIMIT,
+    MAX_INPUT_BYTES,
+    MAX_LINE_BYTES,
     BatchInputError,
     BatchRequest,
     length_priorities,
@@ -169,6 +176,210 @@ def test_load_says_why_a_file_cannot_be_read(tmp_path):
     latin.write_bytes('{"prompt": "caf\xe9"}'.encode("latin-1"))
     with pytest.raises(BatchInputError, match=r"not UTF-8 text .*save it as UTF-8"):
         load_batch_input(latin)
+
+
+# --- hostile and large input -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param("[" * 100_000 + "]" * 100_000, id="nested-list"),
+        pytest.param('{"prompt": ' * 50_000 + '"x"' + "}" * 50_000, id="nested-object"),
+        pytest.param('{"id": "n", "messages": [' + "[" * 30_000 + "]" * 30_000 + "]}", id="nested-in-messages"),
+    ],
+)
+def test_a_deeply_nested_line_is_a_bad_line_and_the_good_lines_run(line):
+    result = parse_jsonl(jsonl({"id": "first", "prompt": "ok"}, line, {"id": "last", "prompt": "ok"}))
+    assert [r.id for r in result.requests] == ["first", "last"]
+    assert [str(p) for p in result.problems] == ["line 2: bad JSON: nested too deeply to be valid JSON"]
+
+
+def test_a_jsonl_line_over_the_bound_is_a_bad_line_and_the_good_lines_run(tmp_path):
+    source = tmp_path / "in.jsonl"
+    huge = json.dumps({"id": "huge", "prompt": "x" * MAX_LINE_BYTES})
+    source.write_text(jsonl({"id": "a", "prompt": "ok"}, huge, {"id": "b", "prompt": "ok"}))
+    result = load_batch_input(source)
+    assert [(r.id, r.line) for r in result.requests] == [("a", 1), ("b", 3)]
+    assert [str(p) for p in result.problems] == ["line 2: the line is longer than 16 MiB; shorten it"]
+
+
+def test_a_jsonl_line_at_the_bound_is_read():
+    line = json.dumps({"id": "big", "prompt": ""})
+    line = line.replace('""', '"' + "y" * (MAX_LINE_BYTES - len(line)) + '"')
+    (request,) = parse_jsonl(line + "\r\n").requests
+    assert request.id == "big" and len(line) == MAX_LINE_BYTES
+
+
+def test_any_line_break_ends_a_jsonl_line_and_numbers_stay_right():
+    result = parse_jsonl('{"prompt": "a"}\r{"prompt": "b"}\r\n{"prompt": "c"}\n{bad\r{"prompt": "d\u2028e"}')
+    assert [(r.id, r.prompt) for r in result.requests] == [
+        ("line-1", "a"),
+        ("line-2", "b"),
+        ("line-3", "c"),
+        ("line-5", "d\u2028e"),  # U+2028 may sit inside a JSON string: it is no line break
+    ]
+    assert [p.line for p in result.problems] == [4]
+
+
+@given(
+    st.lists(st.sampled_from(["a", "é", '"', "\r", "\n", "\r\n", "xyz"]), max_size=40),
+    st.integers(1, 5),
+    st.integers(1, 6),
+)
+def test_lines_split_like_universal_newlines_whatever_the_chunks(parts, chunk, max_line):
+    """The line reader against ``str.splitlines`` on CR, LF and CR LF, with chunks of a few bytes."""
+    import io as _io
+
+    from app.core import bounded_lines
+
+    text = "".join(parts)
+    expected = _io.StringIO(text, newline="").readlines()
+    original = bounded_lines._CHUNK
+    bounded_lines._CHUNK = chunk
+    try:
+        lines = bounded_lines.BoundedLines(_io.BytesIO(text.encode()), "test", max_line, None)
+        got: list[str | int] = []
+        while True:
+            try:
+                line = lines.raw()
+            except bounded_lines.LineTooLong as exc:
+                got.append(exc.number)
+                continue
+            if line is None:
+                break
+            got.append(line.decode())
+    finally:
+        bounded_lines._CHUNK = original
+    want = [
+        number if len(line.rstrip("\r\n").encode()) > max_line else line
+        for number, line in enumerate(expected, start=1)
+    ]
+    assert got == want
+    assert lines.number == len(expected) and lines.quotes == text.count('"')
+
+
+def test_a_csv_field_over_128_kib_is_read():
+    """Python's csv module stops at 131,072 characters unless told otherwise; a long prompt is normal."""
+    text = f'id,prompt\na,"{"p" * 200_000}"\nb,short\n'
+    result = parse_csv(text)
+    assert result.problems == [] and [len(r.prompt or "") for r in result.requests] == [200_000, 5]
+
+
+def test_a_csv_field_over_the_limit_is_a_row_error_and_the_other_rows_run():
+    over = "x" * (CSV_FIELD_LIMIT + 1)
+    text = f'id,prompt\n1,a\n2,{over}\n3,b\n4,"first line\n{over}\nlast line"\n5,c\n6,{"y" * CSV_FIELD_LIMIT}\n'
+    result = parse_csv(text)
+    assert [(r.id, r.line) for r in result.requests] == [("1", 2), ("3", 4), ("5", 8), ("6", 9)]
+    assert len(result.requests[-1].prompt or "") == CSV_FIELD_LIMIT  # exactly at the limit is fine
+    assert [str(p) for p in result.problems] == [
+        "line 3: a field is longer than 16,777,216 characters (16 Mi), so this line did not run; shorten it",
+        "line 5: a field is longer than 16,777,216 characters (16 Mi), so lines 5-7 did not run; shorten it",
+    ]
+
+
+def test_an_unterminated_quote_is_reported_with_its_line_and_no_rows_run_together():
+    result = parse_csv('id,prompt\n1,fine\n2,"opened\n3,swallowed\n4,also swallowed\n')
+    assert [r.id for r in result.requests] == ["1"]
+    (problem,) = result.problems
+    assert problem.line == 3
+    assert problem.reason.startswith("unterminated quote: the quoted field that opens here is never closed")
+    assert "lines 3-5 ran together and did not run; close the quote" in problem.reason
+
+
+def test_a_quote_closed_badly_is_a_row_error_and_the_rows_after_it_run():
+    text = 'id,prompt\n1,"He said "hi" to me"\n2,"a"b,"c\nd"\n3,fine\n4,"x""y"\n5,5" screen\n'
+    result = parse_csv(text)
+    assert [(r.id, r.line, r.prompt) for r in result.requests] == [
+        ("3", 5, "fine"),
+        ("4", 6, 'x"y'),
+        ("5", 7, '5" screen'),  # a quote inside an unquoted field is just a character
+    ]
+    assert [(p.line, p.reason) for p in result.problems] == [
+        (
+            2,
+            "bad CSV quoting (',' expected after '\"'), so this line did not run; write a \" inside a quoted "
+            'field twice ("")',
+        ),
+        (
+            3,
+            "bad CSV quoting (',' expected after '\"'), so lines 3-4 did not run; write a \" inside a quoted "
+            'field twice ("")',
+        ),
+    ]
+
+
+def test_csv_with_cr_line_breaks_as_spreadsheets_on_macs_save_them():
+    result = parse_csv('id,prompt\r1,a\r2,"b\rc"\r3,d\r')
+    assert [(r.id, r.line, r.prompt) for r in result.requests] == [("1", 2, "a"), ("2", 3, "b\rc"), ("3", 5, "d")]
+
+
+def test_the_csv_field_limit_is_put_back_after_a_read():
+    before = csv.field_size_limit()
+    parse_csv('prompt\n"unterminated\n')
+    assert csv.field_size_limit() == before
+
+
+def _finishes_within(seconds: float, fn):
+    """Run ``fn`` in a thread; fail (instead of hanging the suite) when it has not returned in time."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    started = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    return outcome, time.monotonic() - started
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a POSIX thing")
+@pytest.mark.parametrize("name", ["in.jsonl", "in.csv"])
+def test_a_fifo_is_refused_at_once(tmp_path, name):
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    outcome, _ = _finishes_within(5, lambda: load_batch_input(fifo))
+    assert isinstance(outcome.get("error"), BatchInputError)
+    assert "is not a regular file (a pipe or a device); give the path of a regular file" in str(outcome["error"])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_link_to_a_device_or_a_folder_is_refused(tmp_path):
+    link = tmp_path / "zero.jsonl"
+    link.symlink_to("/dev/zero")
+    outcome, _ = _finishes_within(5, lambda: load_batch_input(link))
+    assert "not a regular file" in str(outcome.get("error"))
+    with pytest.raises(BatchInputError, match="is a folder"):
+        load_batch_input(tmp_path)
+
+
+def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path):
+    sparse = tmp_path / "huge.jsonl"
+    with sparse.open("wb") as handle:
+        handle.truncate(MAX_INPUT_BYTES + 1)  # sparse: no disk used
+    outcome, took = _finishes_within(5, lambda: load_batch_input(sparse))
+    assert "is larger than 1024 MiB" in str(outcome.get("error")) and "split it into several files" in str(
+        outcome.get("error")
+    )
+    assert took < 1
+
+
+def test_an_earlier_output_with_nested_json_is_refused_not_a_crash(tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_text(jsonl({"id": "a", "error": None}, "[" * 100_000 + "]" * 100_000))
+    with pytest.raises(BatchInputError, match="line 2 is not a batch result"):
+        read_finished_ids(out)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a POSIX thing")
+def test_an_earlier_output_that_is_a_fifo_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "out.jsonl"
+    os.mkfifo(fifo)
+    outcome, _ = _finishes_within(5, lambda: read_finished_ids(fifo))
+    assert "not a regular file" in str(outcome.get("error"))
 
 
 # --- ordering and priorities ------------------------------------------------------------------------------------

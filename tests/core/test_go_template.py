@@ -686,6 +686,19 @@ def test_qwen25_with_tools_renders_like_ollama() -> None:
     assert render_ollama_prompt(QWEN25, TOOL_CHAT, tools=TOOLS) == QWEN25_EXPECTED
 
 
+@pytest.mark.parametrize("arguments", ["[" * 100_000, '{"a":' * 100_000, "{oops", '"' + "x" * (17 << 20) + '"'])
+def test_tool_arguments_that_are_not_readable_json_render_as_none(arguments: str) -> None:
+    calls = "{{ range .Messages }}{{ range .ToolCalls }}{{ .Function.Name }}={{ .Function.Arguments }}{{ end }}"
+    calls += "{{ end }}"
+
+    def chat(args: object) -> list[dict]:
+        call = {"function": {"name": "f", "arguments": args}}
+        return [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [call]}]
+
+    assert render_ollama_prompt(calls, chat('{"city": "Paris"}')) == 'f={"city":"Paris"}'  # a JSON string is parsed
+    assert render_ollama_prompt(calls, chat(arguments)) == render_ollama_prompt(calls, chat(None))
+
+
 def test_tool_values_in_templates() -> None:
     chat = TOOL_CHAT[:3]
     calls = "{{ range .Messages }}{{ range .ToolCalls }}{{ .Function.Name }}{{ .Function.Arguments }}{{ end }}{{ end }}"

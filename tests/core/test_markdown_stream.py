@@ -5,10 +5,14 @@ from __future__ import annotations
 import random
 import re
 import statistics
+import time
 
 import pytest
+from markdown_it import MarkdownIt
 
-from app.core.markdown_stream import MarkdownStream, StreamUpdate, render_markdown
+from app.core import markdown_stream, markdown_tables
+from app.core.markdown_stream import LIVE_TABLE_ROWS, MarkdownStream, StreamUpdate, render_markdown
+from app.core.markdown_tables import MAX_TABLE_CELLS, TABLE_TEXT_CHARS, row_cells
 
 SECTION = """## Part {i}
 
@@ -205,3 +209,175 @@ def test_work_per_feed_does_not_grow_with_the_reply() -> None:
     # no feed ever touches more than a couple of sections' worth of text, however long the reply grows
     assert max(work) <= 3 * len(SECTION)
     assert sum(work) < 40 * len(text)
+
+
+# -- images: never loaded ------------------------------------------------------------------------------------
+
+
+def test_images_become_links_never_img() -> None:
+    out = render_markdown(
+        "![a *cat*](http://127.0.0.1:9/cat.png) ![](https://example.com/x.png)\n\n"
+        "[![badge](https://example.com/b.svg)](https://example.com/) ![local](file:///etc/passwd)"
+    )
+    assert "<img" not in out
+    assert '<a href="http://127.0.0.1:9/cat.png">[image: a cat]</a>' in out
+    assert '<a href="https://example.com/x.png">[image]</a>' in out
+    assert '<a href="https://example.com/">[image: badge]</a>' in out  # inside a link: no nested <a>
+    assert "![local](file:///etc/passwd)" in out  # not a web link: plain text, as before
+
+
+# -- tables too large to lay out -------------------------------------------------------------------------------
+
+
+def table(rows: int, columns: int, first: int = 0) -> str:
+    head = "| " + " | ".join(f"h{j}" for j in range(columns)) + " |\n|" + "---|" * columns + "\n"
+    return head + "".join("| " + " | ".join(f"{i}.{j}" for j in range(columns)) + " |\n" for i in range(first, rows))
+
+
+def test_huge_table_is_bounded_text_with_a_copy_link() -> None:
+    text = table(5000, 50)
+    blocks: list[str] = ["earlier"]
+    start = time.perf_counter()
+    out = render_markdown(text, blocks)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 2.0, f"rendering a 5000×50 table took {elapsed:.2f} s"  # ~0.1 s; cell by cell: ~5 s
+    assert "<table" not in out and "<td" not in out
+    assert "Table of 5,000 rows × 50 columns, shown as text" in out
+    assert '<a href="copy-code:1">Copy table</a>' in out
+    assert blocks == ["earlier", text.removesuffix("\n")]  # Copy table copies all of it
+    assert len(out) < TABLE_TEXT_CHARS + 2000  # only the first rows go into the document
+    shown = int(re.search(r"<p class=\"note\">([\d,]+) more rows not shown", out)[1].replace(",", ""))
+    assert out.count("\n| ") + shown == 5000  # every row is shown or counted
+
+
+def test_tables_up_to_the_limit_stay_tables() -> None:
+    columns = 10
+    rows = MAX_TABLE_CELLS // columns - 1  # header + rows = the limit
+    assert "<table>" in render_markdown(table(rows, columns))
+    assert "<table>" not in render_markdown(table(rows + 1, columns))
+    assert "shown as text" in render_markdown(table(rows + 1, columns))
+
+
+TABLE_ENDINGS = [
+    "| a | b |\n|---|:-:|\n| 1 | 2 |\nno pipe row\n\nafter",
+    "| a | b |\n|---|---|\n| 1 |\n| 1 | 2 | 3 |\n# heading\n| x |",
+    "| a | b |\n|---|---|\n| 1 \\| 2 | 3 |\n> quote\n",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n```\ncode\n```\n",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n- item\n",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n***\n",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n    | indented |\n",
+    "| a | b |\n|---|---|\n`| x` | y\n|\n",
+    "para\n| a | b |\n|---|---|\n| 1 | 2 |\n",  # a table interrupting a paragraph
+    "- item\n\n  | a | b |\n  |---|---|\n  | 1 | 2 |\n  | 3 | 4 |\nlazy?\n",  # in a list
+    "> | a | b |\n> |---|---|\n> | 1 | 2 |\n> # h\n",  # in a blockquote
+    "| " + " | ".join("c" * 300) + " |\n" + "|-" * 300 + "|\n" + "| x |\n" * 300,  # padded-cell limit
+]
+
+
+@pytest.mark.parametrize("text", TABLE_ENDINGS)
+def test_large_table_rule_ends_tables_where_markdown_it_does(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = MarkdownIt("commonmark").enable("table")
+    expected = [t.map for t in plain.parse(text) if t.type == "table_open"]
+    monkeypatch.setattr(markdown_tables, "MAX_TABLE_CELLS", 0)  # every table counts as large
+    tokens = markdown_stream._MD.parse(text)
+    assert not [t for t in tokens if t.type == "table_open"]
+    assert [t.map for t in tokens if t.type == "table_text"] == expected
+    assert expected  # the case has a table
+
+
+def test_row_cells_counts_as_the_table_rule_does() -> None:
+    assert [row_cells(t) for t in ["|", "a", "|a|", "a|b", "|a|b|c|", "a \\| b | c", "||", "| |"]] == [
+        0,
+        1,
+        1,
+        2,
+        3,
+        2,
+        1,
+        1,
+    ]
+
+
+# -- streamed tables: rows appended as text, rendered once -----------------------------------------------------
+
+
+def feed_all(md: MarkdownStream, text: str, seed: int, max_chunk: int) -> list[StreamUpdate]:
+    rnd = random.Random(seed)
+    updates, i = [], 0
+    while i < len(text):
+        n = rnd.randint(1, max_chunk)
+        updates.append(md.feed(text[i : i + n]))
+        i += n
+    return updates
+
+
+STREAMED_TABLES = [
+    "Intro\n\n" + table(30, 4) + "\nAfter.\n",
+    table(30, 4) + "# Heading\ntext",
+    table(30, 4) + "> quote\n" + table(12, 3) + "```\ncode\n```\n",
+    table(600, 5) + "\n" + table(40, 2) + "\n\n" + table(40, 2),  # text, then two tables in a row
+    "x\n" + table(25, 3) + "    indented\nmore",
+    table(20, 3) + "no pipes row\n\npara",
+    "```\nfirst\n```\n" + table(40, 3) + "```\nsecond\n```\n",  # code blocks numbered around a table
+    table(15, 2),  # ended by the end of the stream, no final newline
+    TABLE_ENDINGS[-1] + "more lazy\n\nend",  # the padded-cell limit ends it mid-way
+]
+
+
+@pytest.mark.parametrize("text", STREAMED_TABLES)
+def test_streamed_tables_match_whole_render(text: str) -> None:
+    for seed in range(4):
+        md = MarkdownStream()
+        updates = [*feed_all(md, text, seed, 40), md.finish()]
+        blocks: list[str] = []
+        assert "".join(u.completed_html for u in updates) == render_markdown(text, blocks)
+        assert md.code_blocks == blocks
+
+
+def test_long_table_streams_as_text_and_renders_once() -> None:
+    md = MarkdownStream()
+    head = table(0, 3)
+    assert md.feed("Intro\n\n" + head).completed_html == "<p>Intro</p>\n"
+    rows = [f"| {i} | **{i}** | <{i}> |\n" for i in range(LIVE_TABLE_ROWS + 30)]
+    live = [md.feed(row) for row in rows[:LIVE_TABLE_ROWS]]
+    assert "<table>" in live[-1].tail_html  # a short table is live: re-rendered as it grows
+    enter = md.feed(rows[LIVE_TABLE_ROWS])
+    assert enter.completed_html == "" and "<table>" not in enter.tail_html
+    assert "shown as text while it streams" in enter.preview_html and "| 0 | **0** | &lt;0&gt; |" in enter.preview_html
+    for i, row in enumerate(rows[LIVE_TABLE_ROWS + 1 :], LIVE_TABLE_ROWS + 1):
+        update = md.feed(row[:5])
+        assert update.preview_html == "" and md.tail_text == row[:5]  # the row being written: tail only
+        update = md.feed(row[5:])
+        assert update.completed_html == "" and update.tail_html == ""
+        assert re.findall(r"\| (\d+) \|", update.preview_html) == [str(i)]  # only the new row
+    done = md.feed("\nAfter.\n")
+    assert done.completed_html == render_markdown(head + "".join(rows))  # the whole table, rendered once
+    assert done.preview_html == "" and done.tail_html == "<p>After.</p>\n"
+
+
+def test_streamed_table_work_per_row_does_not_grow() -> None:
+    md = MarkdownStream()
+    md.feed("Some text first.\n\n" + table(0, 6))
+    work = []
+    for i in range(400):
+        row = "| " + " | ".join(f"cell {i}.{j} with *words*" for j in range(6)) + " |\n"
+        for piece in re.findall(r"\S+\s*", row):  # token by token
+            before = md.rendered_chars
+            md.feed(piece)
+            work.append(md.rendered_chars - before)
+    per_row = len(work) // 400
+    early, late = sum(work[20 * per_row : 30 * per_row]), sum(work[390 * per_row :])
+    assert late <= 1.2 * early  # the 400th row costs what the 20th did
+    assert max(work[20 * per_row :]) < 200  # never the table so far, only the row being written
+
+
+def test_rows_past_the_text_limit_are_counted_not_shown() -> None:
+    md = MarkdownStream()
+    row = "| " + " | ".join("x" * 40 for _ in range(5)) + " |\n"
+    rows_shown = TABLE_TEXT_CHARS // len(row)
+    updates = [md.feed(table(0, 5))] + [md.feed(row) for _ in range(rows_shown + 50)]
+    shown = "".join(u.preview_html for u in updates)
+    assert shown.count("x" * 40) == 5 * rows_shown
+    assert updates[-1].tail_html == '<p class="note">… 50 more rows so far.</p>\n'
+    final = md.finish().completed_html
+    assert "more rows not shown" in final  # rendered once, as text: the table is too large to lay out

@@ -1,13 +1,21 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from app.core.chat import Conversation, Message, MessageStatus, ReplyStats, Role, title_from
 from app.core.chat_format import choose_chat_format
 from app.core.params import LoadParams, SamplingParams
-from app.core.settings import SETTINGS_VERSION, Settings, SettingsError, load_settings, save_settings
+from app.core.settings import (
+    MAX_SETTINGS_BYTES,
+    SETTINGS_VERSION,
+    Settings,
+    SettingsError,
+    load_settings,
+    save_settings,
+)
 
 
 def test_settings_round_trip(tmp_path):
@@ -34,7 +42,13 @@ def test_missing_settings_file_gives_defaults(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "expected"),
-    [("{not json", "Cannot read"), ("[1, 2]", "does not hold a JSON object"), ('{"version": 99}', "newer version")],
+    [
+        ("{not json", "Cannot read"),
+        ("[1, 2]", "does not hold a JSON object"),
+        ('{"version": 99}', "newer version"),
+        ("[" * 100_000, "Cannot read .*: it is nested too deeply to be valid JSON. Fix or remove it."),
+        ('{"a":' * 100_000, "nested too deeply"),
+    ],
 )
 def test_broken_settings_file_says_what_to_do(tmp_path, content, expected):
     path = tmp_path / "settings.json"
@@ -42,6 +56,30 @@ def test_broken_settings_file_says_what_to_do(tmp_path, content, expected):
     with pytest.raises(SettingsError, match=expected):
         load_settings(path)
     assert path.read_text() == content  # left as it was
+
+
+def test_oversized_settings_file_is_refused_and_kept(tmp_path):
+    path = tmp_path / "settings.json"
+    content = '{"system_prompt": "' + "x" * MAX_SETTINGS_BYTES + '"}'
+    path.write_text(content)
+    with pytest.raises(SettingsError, match=r"Cannot read the settings file .*larger than 1 MiB.*Fix or remove it"):
+        load_settings(path)
+    assert path.read_text() == content
+
+
+def test_settings_file_that_is_not_utf8_is_refused_and_kept(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_bytes(b'{"system_prompt": "\xff"}')
+    with pytest.raises(SettingsError, match=r"Cannot read the settings file .*not valid JSON"):
+        load_settings(path)
+    assert path.read_bytes() == b'{"system_prompt": "\xff"}'
+
+
+def test_settings_path_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "settings.json"
+    os.mkfifo(path)
+    with pytest.raises(SettingsError, match="not a regular file"):
+        load_settings(path)  # opened non-blocking: no writer needed for this to return
 
 
 def test_load_params_problems():

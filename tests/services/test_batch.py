@@ -257,6 +257,40 @@ def test_errors_mid_stream_and_dropped_connections_are_recorded_per_request(fake
     assert third["error"] is None
 
 
+BAD_CHUNKS = {
+    "nested-list": (b"data: " + b"[" * 100_000 + b"\n\n", "the chunk is nested too deeply"),
+    "nested-object": (b"data: " + b'{"a":' * 100_000 + b"\n\n", "the chunk is nested too deeply"),
+    "not-utf8": (b'data: {"a": "\xff"}\n\n', "the chunk is not valid JSON"),
+    "over-16-MiB": (b'data: {"a": "' + b"x" * (17 * 1024 * 1024), "a stream line larger than 16 MiB"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_CHUNKS)
+def test_an_unreadable_chunk_fails_only_its_request(fake, tmp_path, name):
+    chunk, reason = BAD_CHUNKS[name]
+    fake.send_raw("/v1/completions", b'data: {"choices": [{"text": "Hi"}]}\n\n' + chunk + b"data: [DONE]\n\n")
+    out = tmp_path / "out.jsonl"
+    summary = run(BatchRunner(fake.base_url, model="tiny", concurrency=1).run(prompts(3, max_tokens=4), out))
+    assert (summary.done, summary.failed) == (2, 1)
+    first, *rest = lines(out)
+    assert first["error"].startswith("the server sent a") and reason in first["error"] and first["output"] == "Hi"
+    assert [r["error"] for r in rest] == [None, None] and rest[0]["output"].startswith("You said:")
+
+
+def test_chunks_of_the_wrong_shape_are_ignored(fake, tmp_path):
+    odd = b'data: {"choices": [5, {"text": 7}, {"delta": "x"}], "usage": 3}\n\n'
+    fake.send_raw("/v1/completions", odd + b'data: {"choices": [{"text": "ok", "finish_reason": "stop"}]}\n\n')
+    out = tmp_path / "out.jsonl"
+    summary = run(BatchRunner(fake.base_url, model="tiny").run(prompts(1), out))
+    assert summary.done == 1 and lines(out)[0]["output"] == "ok"
+
+
+def test_a_nested_model_list_is_a_clear_error(fake, tmp_path):
+    fake.send_raw("/v1/models", b'{"data": ' + b"[" * 100_000)
+    with pytest.raises(BatchError, match=r"could not find the served model .*pass --model NAME"):
+        run(BatchRunner(fake.base_url).run(prompts(1), tmp_path / "o.jsonl"))
+
+
 def test_a_server_that_is_down_is_a_clear_error(tmp_path):
     url = FakeOpenAIServer.unused_url()
     for model in (None, "tiny"):

@@ -280,6 +280,9 @@ def test_store_bad_ids_and_files_say_what_to_do(tmp_path):
     (tmp_path / "broken.json").write_text("{not json")
     with pytest.raises(BenchStoreError, match="cannot be read"):
         store.load("broken")
+    (tmp_path / "nested.json").write_text('{"rows": ' + "[" * 100_000)
+    with pytest.raises(BenchStoreError, match=r"cannot be read \(it is nested too deeply.*delete or fix the file"):
+        store.load("nested")
     good = store.save(_run("vllm", 10.0))
     assert [r.id for r in store.runs()] == [good]  # the broken file is left out of the list
 

@@ -91,6 +91,29 @@ def test_round_trip_keeps_every_field(store: ConversationStore, db: Path) -> Non
     assert loaded.messages[2].status is MessageStatus.FAILED and loaded.messages[2].error == "engine crashed"
 
 
+@pytest.mark.parametrize(
+    ("settings_json", "stats_json"),
+    [("[" * 100_000, '{"a":' * 100_000), ("{broken", "[1, 2]"), ('"text"', "{broken")],
+)
+def test_damaged_settings_or_stats_never_stop_a_chat_from_opening(
+    store: ConversationStore, db: Path, caplog: pytest.LogCaptureFixture, settings_json: str, stats_json: str
+) -> None:
+    stats = ReplyStats(prompt_tokens=3, completion_tokens=4, finish_reason="stop")
+    conversation_id, (_user, reply) = _chat(store, "hello", "hi there")
+    good = store.append_message(conversation_id, Message(Role.ASSISTANT, "kept", settings={"top_k": 5}, stats=stats))
+    with closing(sqlite3.connect(db, isolation_level=None)) as raw:
+        update = "UPDATE messages SET settings_json = ?, stats_json = ? WHERE id = ?"
+        raw.execute(update, (settings_json, stats_json, reply.id))
+    loaded = store.load(conversation_id).messages
+    assert [m.content for m in loaded] == ["hello", "hi there", "kept"]  # every message, its text intact
+    assert (loaded[1].settings, loaded[1].stats) == ({}, None)  # the damaged columns read as empty
+    assert (loaded[2].settings, loaded[2].stats) == ({"top_k": 5}, stats) and good.id == loaded[2].id
+    assert f"settings_json of message {reply.id}" in caplog.text and f"stats_json of message {reply.id}" in caplog.text
+    with closing(sqlite3.connect(db, isolation_level=None)) as raw:  # reading changed nothing on disk
+        row = raw.execute("SELECT settings_json, stats_json FROM messages WHERE id = ?", (reply.id,)).fetchone()
+    assert row == (settings_json, stats_json)
+
+
 def test_messages_keep_their_order(store: ConversationStore) -> None:
     texts = [f"turn {i}" for i in range(12)]
     conversation_id, _ = _chat(store, *texts)

@@ -463,10 +463,44 @@ def test_an_already_placed_copy_is_verified_without_a_download(hub, tmp_path):
 
 
 def test_a_queue_file_that_cannot_be_set_aside_gives_an_empty_queue(tmp_path, caplog):
-    store = tmp_path / "q.json"
+    store = tmp_path / ("q" * 250 + ".json")  # 255 characters: "<name>.bad.1" would be too long a name
     store.write_text("{not json", encoding="utf-8")
-    (tmp_path / "q.bad").mkdir()
-    (tmp_path / "q.bad" / "keep").write_text("x")  # a non-empty folder where the broken file would go
+    bad = tmp_path / ("q" * 250 + ".bad")
+    bad.mkdir()
+    (bad / "keep").write_text("x")  # a non-empty folder where the broken file would go
     manager = DownloadManager(store)
     assert manager.views() == []
     assert "cannot read the download queue" in caplog.text and "nor move it aside" in caplog.text
+    assert (bad / "keep").read_text() == "x"
+
+
+def test_successive_broken_queue_files_are_all_kept(tmp_path):
+    store = tmp_path / "downloads.json"
+    contents = ["{not json", "[" * 100_000 + "]" * 100_000, '{"jobs": 7}']
+    for content in contents:
+        store.write_text(content, encoding="utf-8")
+        assert DownloadManager(store).views() == []
+        assert not store.exists()
+    kept = [tmp_path / "downloads.bad", tmp_path / "downloads.bad.1", tmp_path / "downloads.bad.2"]
+    assert [p.read_text(encoding="utf-8") for p in kept] == contents  # the first is never overwritten
+
+
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        '[{"repo_id": "org/x", "commit": "%s", "files": [{"path": "a.gguf", "size_bytes": "10"}]}]' % ("0" * 40),
+        '[{"repo_id": "org/x", "commit": "%s", "files": []}]' % ("0" * 40),
+        '[{"repo_id": ["org/x"], "commit": "%s", "files": [{"path": "a.gguf", "size_bytes": 1}]}]' % ("0" * 40),
+        '[{"repo_id": "org/x", "commit": "c", "files": [{"path": "a", "size_bytes": 1}], "state": "exploded"}]',
+        '[{"repo_id": "org/x", "commit": "c", "files": [{"path": "a", "size_bytes": 1}], "extra": 1}]',
+        "[7]",
+        '{"nested": %s}' % ("[" * 100_000 + "]" * 100_000),
+    ],
+)
+def test_a_queue_with_a_field_of_the_wrong_type_or_nested_json_is_set_aside(tmp_path, jobs):
+    store = tmp_path / "q.json"
+    text = '{"version": 1, "jobs": ' + jobs + "}"
+    store.write_text(text, encoding="utf-8")
+    manager = DownloadManager(store)
+    assert manager.views() == []  # and the view, which sums sizes, does not fail
+    assert (tmp_path / "q.bad").read_text(encoding="utf-8") == text

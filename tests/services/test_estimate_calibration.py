@@ -64,3 +64,12 @@ def test_gemma_starter_model(settings):
 def test_quantized_v_without_flash_attention_is_a_probe_error(shapes):
     with pytest.raises(ProbeError, match="could not load"):
         measure(shapes["llama-mha"], EstimateSettings(type_v="q8_0"))
+
+
+def test_the_probe_reason_skips_lines_that_are_not_its_answer():
+    from app.services.estimate_bench import _probe_reason
+
+    assert _probe_reason('{"error": "out of memory"}\n' + "[" * 100_000 + "\n[1]\n" + '{"a":' * 100_000) == (
+        "out of memory"
+    )
+    assert _probe_reason("[" * 100_000) is None

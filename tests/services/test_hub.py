@@ -234,3 +234,21 @@ def test_a_remote_gguf_shorter_than_its_header_says_it_is_damaged(hub, tiny_gguf
     with pytest.raises(GgufFileError, match=r"cut-F16.gguf: the file ends \(3,000 bytes\) before the header") as e:
         service.remote_header(detail, detail.candidates[0])
     assert "truncated or damaged" in str(e.value) and "larger than" not in str(e.value)
+
+
+def test_an_answer_without_a_commit_id_is_usable_only_for_a_commit_revision(hub):
+    hub.repos["TheOrg/Tiny-GGUF"].info_extra = {"sha": None}
+    with pytest.raises(HubError, match="the server gave the commit id None") as caught:
+        HubService().repo_detail("TheOrg/Tiny-GGUF", with_card=False)
+    assert caught.value.kind == "bad_answer"
+    commit = "ab" * 20
+    assert HubService().repo_detail("TheOrg/Tiny-GGUF", commit, with_card=False).commit == commit
+
+
+def test_a_listed_sha256_is_kept_lowercase(hub):
+    sha = "AB" * 32
+    hub.repos["TheOrg/Tiny-GGUF"].sibling_extra = {
+        "tiny-Q4_K_M.gguf": {"lfs": {"size": 3000, "sha256": sha, "pointerSize": 134}}
+    }
+    detail = HubService().repo_detail("TheOrg/Tiny-GGUF", with_card=False)
+    assert detail.file("tiny-Q4_K_M.gguf").sha256 == sha.lower()

@@ -151,18 +151,23 @@ def test_cached_rescan_opens_no_model_file(layout, tmp_path, monkeypatch):
     first = ModelLibrary(layout["roots"], cache_file).scan()
     assert first.headers_read >= 8
     opened: list[str] = []
-    real_open = io.open
+    real_open, real_os_open = io.open, os.open
 
     def recording_open(file, *args, **kwargs):
         opened.append(str(file))
         return real_open(file, *args, **kwargs)
 
+    def recording_os_open(file, *args, **kwargs):  # bounded reads (app.core.user_files) open this way
+        opened.append(str(file))
+        return real_os_open(file, *args, **kwargs)
+
     monkeypatch.setattr(io, "open", recording_open)
+    monkeypatch.setattr(os, "open", recording_os_open)
     second = ModelLibrary(layout["roots"], cache_file).scan()  # a new instance: the cache came from disk
     monkeypatch.undo()
     assert second.headers_read == 0 and second.cache_hits == first.headers_read
     assert [p for p in opened if p.endswith((".gguf", ".safetensors")) or "sha256-" in p] == []
-    assert opened, "the recorder saw nothing: the cache file itself must have been opened"
+    assert str(cache_file) in opened, "the recorder saw nothing: the cache file itself must have been opened"
     assert sorted(e.to_dict().items() for e in second.entries) == sorted(e.to_dict().items() for e in first.entries)
 
 
@@ -178,6 +183,88 @@ def test_changed_file_is_read_again_and_a_damaged_cache_is_rebuilt(layout, tmp_p
     rebuilt = ModelLibrary(layout["roots"], cache_file).scan()
     assert _by_name(rebuilt)["tiny-test-model"].context_length == 1024
     assert json.loads(cache_file.read_text())["version"] == 1
+
+
+NESTED = ("[" * 100_000, '{"a":' * 100_000)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        *(n.encode() for n in NESTED),
+        b'{"version": 1, "files": ' + b"[" * 100_000,
+        b"{" + b" " * (1024 * 1024) + b"}",  # over the bound, lowered to 1 MiB below
+        b'{"version": 1, "files": "\xff"}',
+    ],
+    ids=["nested-list", "nested-object", "nested-inside", "over-the-bound", "not-utf8"],
+)
+def test_nested_or_oversized_cache_is_rebuilt(layout, tmp_path, caplog, content, monkeypatch):
+    monkeypatch.setattr("app.services.library_cache.CACHE_MAX_BYTES", 1024 * 1024)
+    cache_file = tmp_path / "cache.json"
+    cache_file.write_bytes(content)
+    scan = ModelLibrary(layout["roots"], cache_file).scan()
+    assert _by_name(scan)["tiny-test-model"].error is None and scan.headers_read >= 8
+    assert "it will be rebuilt" in caplog.text
+    assert json.loads(cache_file.read_text())["version"] == 1  # written anew from this scan
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [(NESTED[0], "nested too deeply"), (NESTED[1], "nested too deeply"), ("[1]", "not a JSON object")],
+)
+def test_model_folder_with_a_broken_config_is_listed_with_its_error(layout, config, reason):
+    from app.services.library_details import entry_details
+
+    (layout["models"] / "my-hf-model" / "config.json").write_text(config)
+    scan = ModelLibrary(layout["roots"]).scan()
+    entries = _by_name(scan)
+    broken = entries["my-hf-model"]
+    assert broken.kind == "hf" and reason in broken.error and "config.json" in broken.error
+    assert "Download the model again" in broken.error
+    assert entries["tiny-test-model"].error is None and entries["org/tiny-hf"].error is None  # the rest still lists
+    details = entry_details(broken)  # the Models panel's details: an error, not an exception
+    assert "config.json" in (details.error or "") and "Download the model again" in (details.error or "")
+    assert details.metadata == []
+
+
+def test_oversized_config_json_is_refused_with_its_error(layout):
+    config = layout["models"] / "my-hf-model" / "config.json"
+    config.write_text('{"model_type": "llama", "pad": "' + "x" * (16 * 1024 * 1024) + '"}')
+    broken = _by_name(ModelLibrary(layout["roots"]).scan())["my-hf-model"]
+    assert "larger than 16 MiB" in broken.error
+
+
+def _write_safetensors_header(path: Path, header: bytes) -> None:
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+
+
+def test_safetensors_with_a_nested_header_is_listed_with_its_error(layout):
+    _write_safetensors_header(layout["models"] / "my-hf-model" / "model.safetensors", b"[" * 100_000)
+    entries = _by_name(ModelLibrary(layout["roots"]).scan())
+    error = entries["my-hf-model"].error or ""
+    assert "model.safetensors has a damaged header" in error and "nested too deeply" in error
+    assert entries["tiny-test-model"].error is None
+
+
+def test_safetensors_header_above_16_mib_is_read_as_the_format_allows(tmp_path):
+    from app.services.library_files import MAX_SAFETENSORS_HEADER_BYTES, safetensors_parameter_count
+
+    header = {"__metadata__": {"note": "x" * (17 * 1024 * 1024)}, "w": {"dtype": "F16", "shape": [3, 5]}}
+    path = tmp_path / "big-header.safetensors"
+    _write_safetensors_header(path, json.dumps(header).encode())
+    assert safetensors_parameter_count(path) == 15  # the safetensors library accepts headers up to 100 MB
+    path.write_bytes((MAX_SAFETENSORS_HEADER_BYTES + 1).to_bytes(8, "little") + b"{}")
+    with pytest.raises(ValueError, match="implausible header size"):
+        safetensors_parameter_count(path)
+
+
+def test_safetensors_shape_of_the_wrong_type_is_a_damaged_header(tmp_path):
+    from app.services.library_files import safetensors_parameter_count
+
+    path = tmp_path / "odd.safetensors"
+    _write_safetensors_header(path, json.dumps({"w": {"dtype": "F16", "shape": 7}}).encode())
+    with pytest.raises(ValueError, match=r"odd\.safetensors has a damaged header"):
+        safetensors_parameter_count(path)
 
 
 def test_unreadable_folder_is_reported_and_the_rest_indexed(layout, monkeypatch):

@@ -110,3 +110,23 @@ def test_bad_model_gives_skipped_rows(not_a_gguf, tmp_path):
         rows = [BenchRow.from_dict(r) for r in result["rows"]]
         assert len(rows) == 2 and all(r.skipped for r in rows)
         assert "could not load the model" in (rows[0].skipped or "")
+
+
+def test_a_nested_request_line_is_a_bad_request_not_a_crash():
+    from app.services.llama_parallel_worker import _admit
+
+    for line in ("[" * 100_000, '{"a":' * 100_000, "[1, 2]"):
+        answer = _admit(None, line, 0.0)  # type: ignore[arg-type]  # refused before the engine is used
+        assert answer["id"] is None and answer["error"].startswith("bad request: the request ")
+
+
+def test_lines_from_the_worker_that_are_not_json_objects_are_skipped():
+    from types import SimpleNamespace
+
+    async def go() -> dict | None:
+        reader = asyncio.StreamReader(limit=1 << 20)
+        reader.feed_data(b"[" * 100_000 + b"\nllama.cpp chatter\n[1]\n" + b'{"ready": {"n_ctx": 32}}\n')
+        reader.feed_eof()
+        return await ParallelLlama()._read(SimpleNamespace(stdout=reader))  # type: ignore[arg-type]
+
+    assert asyncio.run(go()) == {"ready": {"n_ctx": 32}}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 
 import pytest
@@ -184,3 +186,24 @@ def test_install_logging_leaves_the_root_logger_alone(clean_app_logger):
     root_handlers = list(logging.getLogger().handlers)
     install_logging("INFO")
     assert logging.getLogger().handlers == root_handlers
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_the_log_file_and_its_backups_are_owner_only(clean_app_logger, tmp_path):
+    previous = os.umask(0o022)  # most desktops: a plain open() would make the log 0644
+    try:
+        log_file = tmp_path / "app.log"
+        log_file.write_text("from an earlier version\n")
+        log_file.chmod(0o644)
+        install_logging("INFO", log_file)
+        (handler,) = [h for h in clean_app_logger.handlers if isinstance(h, _RedactingFileHandler)]
+        handler.maxBytes = 200  # rotate after a few lines
+        for n in range(20):
+            logging.getLogger("app.tests.modes").info("line %d of the log, long enough to rotate soon", n)
+        handler.flush()
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "app.log.3").exists()  # rotated three times
+    written = [log_file, *(tmp_path / f"app.log.{n}" for n in (1, 2, 3))]
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in written} == {p.name: 0o600 for p in written}
+    assert "line 19 of the log" in log_file.read_text(encoding="utf-8")

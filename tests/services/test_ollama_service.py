@@ -87,6 +87,39 @@ def test_status_of_a_server_that_is_not_ollama(fake):
     assert not status.running and "HTTP 404" in status.reason and "not Ollama" in status.reason
 
 
+NESTED = (b"[" * 100_000, b'{"a":' * 100_000)
+
+
+@pytest.mark.parametrize("body", NESTED)
+def test_status_of_a_server_answering_nested_json_is_not_ollama(fake, body):
+    fake.send_raw("/api/version", body)
+    status = run(_with_service(fake.host, lambda s: s.status()))
+    assert not status.running and "not Ollama" in status.reason
+
+
+@pytest.mark.parametrize("body", NESTED)
+def test_nested_answers_are_readable_errors_and_the_service_keeps_working(fake, body):
+    fake.add_model("llama3.2")
+    fake.add_remote("qwen3:0.6b", [100])
+    fake.send_raw("/api/tags", body)  # read by the official client (json.loads: a RecursionError)
+    fake.send_raw("/api/show", body)  # read by request_json
+    fake.send_raw("/api/pull", b'{"status": "pulling manifest"}\n' + body + b"\n")  # an NDJSON line
+
+    async def scenario(service):
+        errors = []
+        for call in (service.list_models(), service.show("llama3.2"), service.pull("qwen3:0.6b", lambda p: None)):
+            with pytest.raises(OllamaError) as caught:
+                await call
+            errors.append(str(caught.value))
+        return errors, await service.list_models()
+
+    errors, models = run(_with_service(fake.host, scenario))
+    assert all("sent a reply this app cannot read" in e and "nested too deeply" in e for e in errors), errors
+    assert "while listing models" in errors[0] and "while reading llama3.2" in errors[1]
+    assert "while pulling qwen3:0.6b" in errors[2] and fake.model("qwen3:0.6b") is None
+    assert [m.name for m in models] == ["llama3.2:latest"]
+
+
 def test_proxy_settings_in_the_environment_are_not_used(fake, monkeypatch):
     dead = FakeOllama.unused_host()
     for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):

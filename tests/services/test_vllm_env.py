@@ -67,6 +67,15 @@ def test_an_interpreter_without_vllm_is_not_an_install():
     assert VllmEnvironment(Path("/nonexistent/bin/python")).detect() is None
 
 
+@pytest.mark.parametrize("answer", ["[" * 100_000, '{"a":' * 100_000, "[1, 2]"])
+def test_an_interpreter_answering_nested_json_is_not_an_install(tmp_path, answer):
+    python = tmp_path / "python"
+    (tmp_path / "answer.txt").write_text(answer + "\n")
+    python.write_text(f"#!/bin/sh\ncat '{tmp_path / 'answer.txt'}'\n")
+    python.chmod(0o755)
+    assert VllmEnvironment(python).detect() is None
+
+
 def test_without_a_python_the_app_managed_env_is_looked_at(tmp_path, monkeypatch):
     paths = app_paths()
     assert default_env_dir(paths) == paths.data_dir / "vllm-venv"

@@ -6,13 +6,17 @@ import random
 import re
 import statistics
 import time
+from typing import Any
 
 import pytest
-from PySide6.QtCore import QUrl
-from PySide6.QtGui import QColor, QFontDatabase, QGuiApplication, QPalette
+from PySide6.QtCore import QBuffer, QIODevice, QUrl
+from PySide6.QtGui import QColor, QFontDatabase, QGuiApplication, QImage, QPalette, QTextDocument
 
+from app.core import markdown_stream
 from app.core.chat import Message, MessageStatus, ReplyStats, Role
+from app.core.markdown_stream import LIVE_TABLE_ROWS
 from app.ui.widgets.chat_view import ChatView
+from tests.fake_http import FakeServer, TrackedHandler
 
 CODE = 'def greet(name):\n    print(f"hello {name} <3")\n\n    return None'
 REPLY = f"""Here is **the answer**.
@@ -262,3 +266,176 @@ def test_cost_per_token_does_not_grow_with_the_reply(view: ChatView, qtbot) -> N
     # Re-rendering the whole reply per token makes the last tokens ~20x dearer than the first ones.
     assert last <= 3 * first + 0.0003
     assert view.document().characterCount() > 10_000
+
+
+# -- nothing is loaded -------------------------------------------------------------------------------------------
+
+
+class _ImageHandler(TrackedHandler):
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake.connections += 1
+
+    def do_GET(self) -> None:
+        self.server.fake.requests.append(self.path)
+        body = png_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class ImageServer(FakeServer):
+    """Serves a PNG at any path; records every connection and request."""
+
+    handler_class = _ImageHandler
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.connections = 0
+        self.requests: list[str] = []
+
+
+def png_bytes() -> bytes:
+    image = QImage(2, 2, QImage.Format.Format_RGB32)
+    image.fill(QColor("red"))
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    return bytes(buffer.data())
+
+
+class RecordingView(ChatView):
+    """A ChatView that records every resource the document asks it for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def loadResource(self, type: int, name: QUrl | str) -> Any:
+        self.asked.append(QUrl(name).toString())
+        return super().loadResource(type, name)
+
+
+@pytest.fixture
+def image_server():
+    with ImageServer() as server:
+        yield server
+
+
+@pytest.fixture
+def recording_view(qtbot) -> RecordingView:
+    widget = RecordingView()
+    qtbot.addWidget(widget)
+    widget.resize(500, 300)
+    widget.show()
+    return widget
+
+
+def test_reply_images_are_never_requested(recording_view: RecordingView, image_server: ImageServer, qtbot) -> None:
+    base = image_server.base_url
+    reply = (
+        f'Look: ![a cat]({base}/cat.png) and ![]({base}/plain.png "title")\n\n'
+        f"[![badge]({base}/badge.svg)]({base}/page)\n\n| pic |\n|---|\n| ![cell]({base}/cell.png) |\n"
+    )
+    recording_view.show_messages([Message(Role.USER, "show me"), Message(Role.ASSISTANT, reply)])
+    stream_reply(recording_view, reply)
+    qtbot.wait(300)  # time for any fetch to reach the server
+    assert image_server.connections == 0 and image_server.requests == []
+    assert recording_view.asked == []  # the document never even asks for them
+    text = recording_view.toPlainText()
+    assert text.count("[image: a cat]") == 2 and text.count("[image: cell]") == 2
+    assert f"{base}/cat.png" in anchors(recording_view)  # a link the user may open, in the browser
+
+
+def test_load_resource_refuses_anything_but_the_apps_own(
+    recording_view: RecordingView, image_server: ImageServer, qtbot, tmp_path
+) -> None:
+    local = tmp_path / "secret.png"
+    local.write_bytes(png_bytes())
+    for url in (f"{image_server.base_url}/direct.png", local.as_uri(), "secret.png", "data:image/png;base64,AAAA"):
+        assert recording_view.loadResource(QTextDocument.ResourceType.ImageResource.value, QUrl(url)) is None
+    recording_view.setSearchPaths([str(tmp_path)])
+    recording_view.setHtml(f'<p><img src="{image_server.base_url}/direct.png"><img src="secret.png"></p>')
+    qtbot.wait(300)
+    assert f"{image_server.base_url}/direct.png" in recording_view.asked  # HTML that bypasses Markdown asks...
+    assert image_server.connections == 0  # ...and gets nothing
+    image = recording_view.document().resource(QTextDocument.ResourceType.ImageResource.value, QUrl("secret.png"))
+    assert image is None
+
+
+# -- long tables ----------------------------------------------------------------------------------------------------
+
+
+def table_head(columns: int) -> str:
+    return "| " + " | ".join(f"Head {j}" for j in range(columns)) + " |\n|" + "---|" * columns + "\n"
+
+
+def table_row(i: int, columns: int) -> str:
+    return "| " + " | ".join(f"r{i} c{j} **b**" for j in range(columns)) + " |\n"
+
+
+def test_streamed_table_rerenders_only_what_changed(view: ChatView, qtbot, monkeypatch) -> None:
+    parsed: list[int] = []  # characters handed to markdown-it
+    real_parse = markdown_stream._MD.parse
+    monkeypatch.setattr(
+        markdown_stream._MD, "parse", lambda src, env=None: (parsed.append(len(src)), real_parse(src, env))[1]
+    )
+    changed: list[int] = []  # characters removed + added in the document
+    view.document().contentsChange.connect(lambda _pos, removed, added: changed.append(removed + added))
+    view.show_messages([Message(Role.USER, "a table")])
+    view.begin_reply()
+    view.append_reply("Here:\n\n" + table_head(5))
+    view.flush()
+    work: list[tuple[int, int]] = []
+    for i in range(400):
+        parsed.clear()
+        changed.clear()
+        view.append_reply(table_row(i, 5))
+        view.flush()
+        work.append((sum(parsed), sum(changed)))
+    row = len(table_row(399, 5))
+    early, late = work[20:40], work[380:]
+    assert max(p for p, _ in late) <= max(p for p, _ in early) <= 2 * row  # Markdown: the new row at most
+    assert max(c for _, c in late) <= max(c for _, c in early) + 10 <= 3 * row  # the document: the new row
+    assert sum(p for p, _ in work[:LIVE_TABLE_ROWS]) > 0  # a short table is still rendered live
+
+    view.append_reply("\nThat is all.\n")
+    view.end_reply()
+    text = table_head(5) + "".join(table_row(i, 5) for i in range(400))
+    other = ChatView()
+    qtbot.addWidget(other)
+    other.show_messages([Message(Role.USER, "a table"), Message(Role.ASSISTANT, f"Here:\n\n{text}\nThat is all.\n")])
+    assert other.toPlainText().endswith(view.toPlainText().split("a table\n", 1)[1] + "\nCopy · Regenerate")
+
+
+def test_huge_table_shows_once_without_stalling(view: ChatView) -> None:
+    text = table_head(50) + "".join(table_row(i, 50) for i in range(5000))
+    start = time.perf_counter()
+    view.show_messages([Message(Role.ASSISTANT, text)])
+    QGuiApplication.instance().processEvents()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 3.0, f"showing a 5000×50 table took {elapsed:.2f} s"  # ~0.15 s; laid out as a table: ~6 s
+    assert "Table of 5,000 rows × 50 columns, shown as text" in view.toPlainText()
+    click(view, "copy-code:0")
+    assert QGuiApplication.clipboard().text() == text.removesuffix("\n")
+
+
+def test_streamed_huge_table_ends_as_the_rendered_message(view: ChatView, qtbot) -> None:
+    text = "Data:\n\n" + table_head(20) + "".join(table_row(i, 20) for i in range(600)) + "\nEnd.\n"
+    view.show_messages([Message(Role.USER, "q")])
+    rnd = random.Random(3)
+    view.begin_reply()
+    i = 0
+    while i < len(text):
+        n = rnd.randint(1, 300)
+        view.append_reply(text[i : i + n])
+        i += n
+        view.flush()
+    view.end_reply()
+    assert "more rows not shown" in view.toPlainText()
+    other = ChatView()
+    qtbot.addWidget(other)
+    other.show_messages([Message(Role.USER, "q"), Message(Role.ASSISTANT, text)])
+    assert other.toPlainText().endswith(view.toPlainText().split("q\n", 1)[1] + "\nCopy · Regenerate")

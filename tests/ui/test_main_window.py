@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
+
 from tests.ui.conftest import until
 
 
@@ -51,18 +53,19 @@ def test_log_dock_shows_app_logs(qloop, make_window):
     qloop.run_until_complete(scenario())
 
 
-def test_broken_settings_file_is_kept_and_explained(qloop, make_window, isolated_home):
+@pytest.mark.parametrize("content", ["{broken", "[" * 100_000])
+def test_broken_settings_file_is_kept_and_explained(qloop, make_window, isolated_home, content):
     from app.services.paths import app_paths
 
     paths = app_paths().ensure()
-    paths.settings_file.write_text("{broken")
+    paths.settings_file.write_text(content)
 
     async def scenario():
         window = await make_window()
         assert window.chat_panel.notice.isVisible()
         assert "Cannot read the settings file" in window.chat_panel.notice.text()
         await window.save_settings()
-        assert paths.settings_file.read_text() == "{broken"
+        assert paths.settings_file.read_text() == content
 
     qloop.run_until_complete(scenario())
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from PySide6.QtCore import Qt
 
@@ -511,5 +513,26 @@ def test_highlighter_follows_ollamas_lexing(qtbot, qloop, make_panel):
         red = error_color(panel.editor.palette()).name()
         assert spans(5)[1][:2] == (10, len("temprature")) and spans(5)[1][4] == red  # not an Ollama option
         assert spans(6)[1][:2] == (8, 4) and spans(6)[1][3]  # the role
+
+    qloop.run_until_complete(scenario())
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a POSIX thing")
+def test_opening_a_fifo_or_an_oversized_file_says_why_and_keeps_the_document(qtbot, qloop, make_panel, tmp_path):
+    async def scenario():
+        panel = await make_panel()
+        before = panel.editor.toPlainText()
+        fifo = tmp_path / "pipe.Modelfile"
+        os.mkfifo(fifo)
+        panel.open_path(fifo)
+        await until(panel.notice.isVisible)
+        assert "is not a regular file (a pipe or a device)" in panel.notice.text()
+        big = tmp_path / "big.Modelfile"
+        big.write_bytes(b"FROM x\nSYSTEM " + b"y" * (2 * 1024 * 1024))
+        panel.hide_notice()
+        panel.open_path(big)
+        await until(panel.notice.isVisible)
+        assert "is larger than 1 MiB" in panel.notice.text()
+        assert panel.editor.toPlainText() == before and panel.path is None
 
     qloop.run_until_complete(scenario())

@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ from app.backends.base import (
     BackendBase,
     BackendBusyError,
     BackendError,
+    BackendState,
     Delta,
     GenerationError,
     KvUsage,
@@ -21,13 +22,34 @@ from app.backends.base import (
     ModelLoadError,
     StateKind,
 )
+from app.backends.llamacpp import protocol
 from app.backends.llamacpp.process import WorkerProcess, describe_exit
 from app.core.chat import ReplyStats
+from app.core.errors import InvalidInputError
+from app.core.fits import MachineMemory
+from app.core.gguf_header import GgufFileError, read_gguf_header
+from app.core.load_checks import context_beyond_training, memory_refusal
 from app.core.params import LoadParams, SamplingParams
 
 log = logging.getLogger("app.backends.llamacpp")
 
 BUSY_MESSAGE = "A reply is being generated. Stop it (Esc) before loading another model."
+# error kinds that mean "this request cannot work as asked": the caller changes it (CLI exit 2)
+_BAD_REQUEST_KINDS = (protocol.ERR_BAD_INPUT, protocol.ERR_TEMPLATE)
+
+
+class LoadRefusedError(ModelLoadError, InvalidInputError):
+    """The load cannot work as asked (an unknown chat format, a chat template that fails, a context that will
+    not fit this machine's memory); the message says what to change."""
+
+
+class _WorkerError(BackendError):
+    """An error event: its kind, and whether the worker still holds a model (a refused load keeps the old one)."""
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        super().__init__(event.get("message", "the llama.cpp worker failed"))
+        self.kind = event.get("kind")
+        self.model_kept = bool(event.get("loaded"))
 
 
 @dataclass
@@ -47,9 +69,12 @@ class LlamaCppBackend(BackendBase):
 
     kind = "llamacpp"
 
-    def __init__(self, python: str | None = None) -> None:
+    def __init__(self, python: str | None = None, machine_memory: Callable[[], MachineMemory] | None = None) -> None:
+        """``machine_memory`` reads this machine's free memory (blocking; it runs on an executor); with it a load
+        whose context will not fit is refused before the worker tries (the worker itself checks RAM only)."""
         super().__init__()
         self._python = python
+        self._machine_memory = machine_memory
         self._worker: WorkerProcess | None = None
         self._ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -82,26 +107,56 @@ class LlamaCppBackend(BackendBase):
         return self._generated_earlier + self._generated_reply
 
     async def load(self, model: str, params: LoadParams) -> ModelInfo:
-        """Load a GGUF in the worker (starting it if needed); raises ModelLoadError with a readable reason."""
+        """Load a GGUF in the worker (starting it if needed); raises ModelLoadError with a readable reason
+        (LoadRefusedError when the request itself must change: the model loaded before stays loaded)."""
         if self.generating:
             raise BackendBusyError(BUSY_MESSAGE)
         problems = params.problems()
         if problems:
-            raise ModelLoadError(" ".join(problems))
+            raise LoadRefusedError(" ".join(problems))
+        refusal = await asyncio.get_running_loop().run_in_executor(None, self._memory_refusal, model, params)
+        if refusal is not None:
+            raise LoadRefusedError(refusal)
+        previous = self._model, self._kv, self._state
         self._set_state(StateKind.STARTING, f"loading {model.rsplit('/', 1)[-1]}")
         self._model, self._kv = None, None
         try:
             await self._ensure_worker()
             event = await self._request({"op": "load", "path": model, "params": params.to_dict()})
         except BackendError as exc:
-            self._set_state(StateKind.FAILED, str(exc))
-            raise ModelLoadError(str(exc)) from exc
+            raise self._load_failed(exc, previous) from exc
         info = event["info"]
         self._model = ModelInfo(**info)
         self._kv = KvUsage(0, self._model.n_ctx)
         self._set_state(StateKind.READY, self._model.name)
         log.info("loaded %s in %.2f s (n_ctx %d)", model, self._model.load_seconds, self._model.n_ctx)
+        if warning := context_beyond_training(self._model.n_ctx, self._model.n_ctx_train):
+            log.info("note: %s", warning)  # INFO: the window's log shows it; the CLI prints its own line
         return self._model
+
+    def _memory_refusal(self, model: str, params: LoadParams) -> str | None:
+        """Blocking (header read, memory readings): run on an executor."""
+        if self._machine_memory is None:
+            return None
+        try:
+            header = read_gguf_header(model)
+        except (GgufFileError, OSError):
+            return None  # the worker reports what is wrong with the file
+        return memory_refusal(header, params, self._machine_memory())
+
+    def _load_failed(
+        self, exc: BackendError, previous: tuple[ModelInfo | None, KvUsage | None, BackendState]
+    ) -> ModelLoadError:
+        """The error to raise; the state shows the model the worker still holds, or the failure."""
+        model, kv, state = previous
+        if isinstance(exc, _WorkerError) and exc.model_kept and model is not None:
+            self._model, self._kv = model, kv
+            self._set_state(state.kind, state.detail)
+        else:
+            self._set_state(StateKind.FAILED, str(exc))
+        if isinstance(exc, _WorkerError) and exc.kind in _BAD_REQUEST_KINDS:
+            return LoadRefusedError(str(exc))
+        return ModelLoadError(str(exc))
 
     async def unload(self) -> None:
         if self.generating:
@@ -195,7 +250,7 @@ class LlamaCppBackend(BackendBase):
             raise BackendError("The llama.cpp worker is not running. Load the model again.")
         event = await future
         if event["event"] == "error":
-            raise BackendError(event["message"])
+            raise _WorkerError(event)
         return event
 
     def _on_event(self, event: dict[str, Any]) -> None:

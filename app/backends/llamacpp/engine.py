@@ -13,8 +13,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from app.backends.llamacpp import templates
+from app.backends.llamacpp.protocol import (
+    ERR_BAD_INPUT,
+    ERR_GENERATION,
+    ERR_LOAD,
+    ERR_PROMPT_TOO_LONG,
+    ERR_TEMPLATE,
+)
 from app.core.chat_format import choose_chat_format
-from app.core.gguf_header import GgufFileError, read_gguf_header
+from app.core.fits import MachineMemory
+from app.core.gguf_header import GgufFileError, GgufHeader, read_gguf_header
+from app.core.load_checks import memory_refusal
 from app.core.params import GGML_TYPE_IDS, LoadParams, SamplingParams
 from app.core.prompt_errors import prompt_too_long_message
 
@@ -50,22 +60,20 @@ class LlamaEngine:
     def load(self, path: str, params: LoadParams) -> dict[str, Any]:
         problems = params.problems()
         if problems:
-            raise EngineError("load", " ".join(problems))
+            raise EngineError(ERR_LOAD, " ".join(problems))
         try:
             header = read_gguf_header(path)
         except GgufFileError as exc:
-            raise EngineError("load", str(exc)) from exc
-        self.unload()
+            raise EngineError(ERR_LOAD, str(exc)) from exc
         import llama_cpp
 
-        choice = choose_chat_format(header.architecture, header.chat_template is not None, params.chat_format)
         offload = bool(llama_cpp.llama_supports_gpu_offload())
+        self._check_request(header, params, offload)
+        self.unload()
+        choice = choose_chat_format(header.architecture, header.chat_template is not None, params.chat_format)
         n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers is not None else (-1 if offload else 0)
         started = time.perf_counter()
-        try:
-            self.llm = llama_cpp.Llama(model_path=path, **self.llama_kwargs(params, n_gpu_layers, choice.chat_format))
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise EngineError("load", _load_failure_message(path, header.architecture, exc)) from exc
+        self.llm = self._create(path, header, params, n_gpu_layers, choice.chat_format)
         self._install_counter()
         self._install_abort()
         self.info = {
@@ -82,6 +90,35 @@ class LlamaEngine:
             "metadata": {k: str(v)[:2000] for k, v in header.metadata.items()},
         }
         return self.info
+
+    @staticmethod
+    def _check_request(header: GgufHeader, params: LoadParams, offload: bool) -> None:
+        """Refuse, before anything is unloaded, what cannot work: an unknown chat format, a chat template that
+        does not compile or that the sandbox blocks, and (on a build without GPU offload, where everything
+        lives in RAM) a context that will not fit this machine's memory."""
+        if params.chat_format is not None:
+            known = templates.chat_formats(header.metadata)
+            if params.chat_format not in known:
+                raise EngineError(ERR_BAD_INPUT, templates.unknown_format_message(params.chat_format, known))
+        in_use = templates.template_in_use(params.chat_format, header.metadata)
+        if in_use is not None and (problem := templates.template_problem(*in_use)) is not None:
+            raise EngineError(ERR_TEMPLATE, problem)
+        if not offload and (refusal := memory_refusal(header, params, ram_only_machine())) is not None:
+            raise EngineError(ERR_BAD_INPUT, refusal)
+
+    def _create(
+        self, path: str, header: GgufHeader, params: LoadParams, n_gpu_layers: int, chat_format: str | None
+    ) -> Any:
+        import llama_cpp
+
+        kwargs = self.llama_kwargs(params, n_gpu_layers, chat_format)
+        try:
+            with templates.tolerant_templates():
+                return llama_cpp.Llama(model_path=path, **kwargs)
+        except Exception as exc:  # every failure becomes a readable load error
+            if (words := templates.describe_template_error(exc)) is not None:
+                raise EngineError(ERR_TEMPLATE, words) from exc
+            raise EngineError(ERR_LOAD, _load_failure_message(path, header.architecture, params.n_ctx, exc)) from exc
 
     @staticmethod
     def llama_kwargs(params: LoadParams, n_gpu_layers: int, chat_format: str | None) -> dict[str, Any]:
@@ -144,12 +181,13 @@ class LlamaEngine:
     ) -> dict[str, Any]:
         """Generate a reply, calling ``emit`` with each text piece; returns counts and the finish reason."""
         if self.llm is None:
-            raise EngineError("generation", "No model is loaded. Load a model first.")
+            raise EngineError(ERR_GENERATION, "No model is loaded. Load a model first.")
         self._abort.clear()
         self.counter = TokenCounter()
         finish_reason = None
-        stream = self.llm.create_chat_completion(messages=messages, stream=True, **sampling_kwargs(sampling))
+        stream = None
         try:
+            stream = self.llm.create_chat_completion(messages=messages, stream=True, **sampling_kwargs(sampling))
             for chunk in stream:
                 choice = chunk["choices"][0]
                 text = choice["delta"].get("content")
@@ -158,24 +196,27 @@ class LlamaEngine:
                 finish_reason = choice.get("finish_reason") or finish_reason
                 if self._abort.is_set():
                     break
-        except ValueError as exc:
-            raise self._translate(exc) from exc
-        except RuntimeError as exc:
-            if self._abort.is_set():
+        except Exception as exc:  # every failure becomes a readable error event
+            if isinstance(exc, RuntimeError) and self._abort.is_set():
                 finish_reason = "stopped"
             else:
-                raise EngineError("generation", f"llama.cpp failed while generating: {exc}") from exc
+                raise self._translate(exc) from exc
         finally:
-            stream.close()
+            if stream is not None:
+                stream.close()
         if self._abort.is_set():
             finish_reason = "stopped"
         return self._reply_counts(finish_reason)
 
-    def _translate(self, exc: ValueError) -> EngineError:
+    def _translate(self, exc: Exception) -> EngineError:
+        if (words := templates.describe_template_error(exc)) is not None:
+            return EngineError(ERR_TEMPLATE, words)
         match = _TOO_LONG.search(str(exc))
         if match:
-            return EngineError("prompt_too_long", prompt_too_long_message(int(match[1]), int(match[2])))
-        return EngineError("generation", f"llama.cpp rejected the request: {exc}")
+            return EngineError(ERR_PROMPT_TOO_LONG, prompt_too_long_message(int(match[1]), int(match[2])))
+        if isinstance(exc, ValueError):
+            return EngineError(ERR_GENERATION, f"llama.cpp rejected the request: {exc}")
+        return EngineError(ERR_GENERATION, f"llama.cpp failed while generating: {type(exc).__name__}: {exc}")
 
     def _reply_counts(self, finish_reason: str | None) -> dict[str, Any]:
         import llama_cpp
@@ -231,8 +272,13 @@ def sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
     return kwargs
 
 
-def _load_failure_message(path: str, architecture: str | None, exc: Exception) -> str:
+def _load_failure_message(path: str, architecture: str | None, n_ctx: int, exc: Exception) -> str:
     name = os.path.basename(path)
+    if "llama_context" in str(exc):  # the model loaded; its context (KV cache, compute buffers) did not
+        return (
+            f"llama.cpp loaded {name} but could not create a context of {n_ctx:,} tokens: {exc}. "
+            "Lower the context size (or use a q8_0 KV cache); the log has llama.cpp's own message."
+        )
     if architecture:
         return (
             f"llama.cpp could not load {name} (architecture '{architecture}'): {exc}. "
@@ -240,3 +286,11 @@ def _load_failure_message(path: str, architecture: str | None, exc: Exception) -
             "the log has llama.cpp's own message."
         )
     return f"llama.cpp could not load {name}: {exc}. The log has llama.cpp's own message."
+
+
+def ram_only_machine() -> MachineMemory:
+    """This machine as a build without GPU offload sees it: everything in system RAM."""
+    import psutil
+
+    ram = psutil.virtual_memory()
+    return MachineMemory((), (), (), int(ram.total), int(ram.available), "this llama.cpp build cannot offload")

@@ -103,8 +103,8 @@ class WorkerProcess:
     def _read_events(self, stream: IO[bytes]) -> None:
         for line in stream:
             try:
-                event = protocol.decode(line)
-            except ValueError:
+                event = protocol.decode(line, what="a message from the llama.cpp worker")
+            except ValueError:  # safe_json.JsonError: malformed, nested too deeply or too large
                 log.warning("unreadable message from the worker: %r", line[:200])
                 continue
             self._deliver(event)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from app.core import safe_json
+
 WORKER_MODULE = "app.backends.llamacpp.worker"
 
 # error kinds a worker reports
@@ -16,14 +18,16 @@ ERR_LOAD = "load"
 ERR_PROMPT_TOO_LONG = "prompt_too_long"
 ERR_GENERATION = "generation"
 ERR_BAD_COMMAND = "bad_command"
+ERR_BAD_INPUT = "bad_input"  # the request cannot work as asked (an unknown chat format): change it
+ERR_TEMPLATE = "template"  # the model's chat template does not compile, or the sandbox blocked it
 
 
 def encode(message: dict[str, Any]) -> bytes:
     return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def decode(line: bytes) -> dict[str, Any]:
-    message = json.loads(line)
-    if not isinstance(message, dict):
-        raise ValueError("protocol message is not an object")
-    return message
+def decode(line: bytes, what: str = "a worker protocol message") -> dict[str, Any]:
+    """One JSON object; malformed, too deep or too large input raises ``safe_json.JsonError`` (a ValueError).
+
+    The default 16 MiB bound holds a whole conversation of several million tokens' text."""
+    return safe_json.loads_object(line, what=what)

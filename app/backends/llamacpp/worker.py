@@ -11,6 +11,7 @@ import os
 import queue
 import sys
 import threading
+import traceback
 from typing import Any, BinaryIO
 
 from app.backends.llamacpp import protocol
@@ -36,9 +37,9 @@ class Worker:
         """Runs on its own thread so Stop is seen while the main thread generates."""
         for line in stdin:
             try:
-                command = protocol.decode(line)
-            except ValueError:
-                self.send({"event": "error", "id": None, "kind": protocol.ERR_BAD_COMMAND, "message": "bad JSON"})
+                command = protocol.decode(line, what="a command to the llama.cpp worker")
+            except ValueError as exc:  # safe_json.JsonError: malformed, nested too deeply, too large
+                self.send({"event": "error", "id": None, "kind": protocol.ERR_BAD_COMMAND, "message": str(exc)})
                 continue
             if command.get("op") == "stop":
                 if command.get("id") == self._active_chat:
@@ -59,6 +60,7 @@ class Worker:
         self.engine.unload()
 
     def _handle(self, command: dict[str, Any]) -> None:
+        """Run one command; every failure becomes an error event and the worker stays up for the next one."""
         from app.backends.llamacpp.engine import EngineError
 
         op, request_id = command.get("op"), command.get("id")
@@ -74,9 +76,22 @@ class Worker:
             else:
                 raise EngineError(protocol.ERR_BAD_COMMAND, f"unknown command {op!r}")
         except EngineError as exc:
-            self.send({"event": "error", "id": request_id, "kind": exc.kind, "message": str(exc)})
+            self._send_error(request_id, exc.kind, str(exc))
+        except Exception as exc:  # a bug or unforeseen library error must not end the worker
+            traceback.print_exc(file=sys.stderr)  # the app logs the worker's stderr
+            kind = {"load": protocol.ERR_LOAD, "chat": protocol.ERR_GENERATION}.get(str(op), protocol.ERR_BAD_COMMAND)
+            self._send_error(request_id, kind, f"The llama.cpp worker failed ({op}): {type(exc).__name__}: {exc}")
+
+    def _send_error(self, request_id: Any, kind: str, message: str) -> None:
+        # ``loaded`` tells the app whether a model is still loaded (a refused load keeps the previous one)
+        loaded = self.engine.llm is not None
+        self.send({"event": "error", "id": request_id, "kind": kind, "message": message, "loaded": loaded})
 
     def _chat(self, request_id: int | None, command: dict[str, Any]) -> None:
+        from app.backends.llamacpp.engine import EngineError
+
+        if not _valid_messages(command.get("messages")):
+            raise EngineError(protocol.ERR_BAD_COMMAND, "a chat needs messages: a list of objects, each with a role")
         self._active_chat = request_id
         try:
             result = self.engine.stream_chat(
@@ -95,6 +110,11 @@ class Worker:
         finally:
             self._active_chat = None
         self.send({"event": "done", "id": request_id, "generated": self.engine.counter.sampled, **result})
+
+
+def _valid_messages(messages: Any) -> bool:
+    """The shape the chat template iterates over (content may be text, parts or absent: the template decides)."""
+    return isinstance(messages, list) and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
 
 
 def main() -> None:

@@ -3,11 +3,11 @@ from the chat request's messages and tools."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from app.core import safe_json
 from app.core.go_template.gojson import json_object, json_string, marshal_json
 
 
@@ -283,8 +283,8 @@ def _convert_tool_calls(calls: Any) -> list[_ToolCall]:
         args = fn.get("arguments")
         if isinstance(args, str):  # OpenAI-style arguments arrive as a JSON string
             try:
-                args = json.loads(args)
-            except ValueError:
+                args = safe_json.loads(args, what="the tool call's arguments")
+            except safe_json.JsonError:  # malformed, nested too deeply or too large: rendered as no arguments
                 args = None
         converted.append(
             _ToolCall(

@@ -1,13 +1,18 @@
 """The chat transcript: a whole conversation in one read-only rich-text document.
 
 Assistant replies render as Markdown; while a reply streams, only its still-growing last block is re-rendered
-(see :class:`app.core.markdown_stream.MarkdownStream`), so showing a token costs the same early and late.
+(see :class:`app.core.markdown_stream.MarkdownStream`), so showing a token costs the same early and late; a long
+table's rows are appended as text while it grows and the table rendered once, when complete.
+
+A reply never makes the view load anything: images are links (see :func:`app.core.markdown_stream.render_markdown`)
+and :meth:`ChatView.loadResource` answers nothing but the app's own ``qrc:`` resources.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from typing import Any
 
 from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
 from PySide6.QtGui import (
@@ -23,7 +28,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.core.chat import Message, MessageStatus, Role
-from app.core.markdown_stream import MarkdownStream, render_markdown
+from app.core.markdown_stream import MarkdownStream, StreamUpdate, render_markdown
 
 __all__ = ["ChatView"]
 
@@ -115,7 +120,8 @@ class ChatView(QTextBrowser):
         self._stream: MarkdownStream | None = None
         self._pending: list[str] = []
         self._reply: list[str] = []  # the streamed reply's raw text
-        self._tail_start = 0
+        self._tail_start = 0  # where the reply's preview (if any) and tail begin
+        self._preview_end = 0  # where its tail begins
         self._tail_html = ""
         self._follow = True  # keep the view at the bottom while streaming
         self._scrolling = False
@@ -153,6 +159,7 @@ class ChatView(QTextBrowser):
             self._tail_start = self._end_cursor().position()
         else:
             self._tail_start = _append_blocks(QTextCursor(self.document()), header)
+        self._preview_end = self._tail_start
         self._tail_html = ""
         self._reply = []
         self._stream = MarkdownStream(self._code_blocks, code_font=self._code_font())
@@ -174,8 +181,7 @@ class ChatView(QTextBrowser):
         if self._stream is None or not self._pending:
             return
         delta, self._pending = "".join(self._pending), []
-        update = self._stream.feed(delta)
-        self._update_body(update.completed_html, update.tail_html)
+        self._update_body(self._stream.feed(delta))
 
     def end_reply(self) -> None:
         """Show everything streamed so far and close the reply.
@@ -186,9 +192,9 @@ class ChatView(QTextBrowser):
         self.flush()
         if self._stream is None:
             return
-        final = self._stream.finish().completed_html
-        if final != self._tail_html:
-            self._update_body("", final)
+        final = self._stream.finish()
+        if final.completed_html != self._tail_html or self._preview_end != self._tail_start:
+            self._update_body(final)  # else the tail already reads as the final HTML
         self._stream = None
         self._messages.append(Message(Role.ASSISTANT, "".join(self._reply)))
 
@@ -274,21 +280,23 @@ class ChatView(QTextBrowser):
         cursor.movePosition(QTextCursor.MoveOperation.End)
         return cursor
 
-    def _update_body(self, completed_html: str, tail_html: str) -> None:
-        """Append completed blocks where the tail starts, then replace only the tail region."""
+    def _update_body(self, update: StreamUpdate) -> None:
+        """Replace the tail (completed blocks: the preview too), append what is new, then the new tail."""
         self._scrolling = True  # shrinking the tail may clamp the scroll bar: that is not the user moving
         cursor = QTextCursor(self.document())
         cursor.beginEditBlock()
-        cursor.setPosition(self._tail_start)
+        cursor.setPosition(self._tail_start if update.completed_html else self._preview_end)
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()
-        if completed_html:
-            self._tail_start = _append_blocks(cursor, completed_html)
-        if tail_html:
-            _append_blocks(cursor, tail_html)
+        if update.completed_html:
+            self._tail_start = self._preview_end = _append_blocks(cursor, update.completed_html)
+        if update.preview_html:
+            self._preview_end = _append_blocks(cursor, update.preview_html)
+        if update.tail_html:
+            _append_blocks(cursor, update.tail_html)
         cursor.endEditBlock()
         self._scrolling = False
-        self._tail_html = tail_html
+        self._tail_html = update.tail_html
         self._scroll_to_bottom_if_following()
 
     def _stop_stream(self) -> None:
@@ -319,7 +327,13 @@ class ChatView(QTextBrowser):
     def _on_range_changed(self, _low: int, _high: int) -> None:
         self._scroll_to_bottom_if_following()  # the layout grows after show_messages and while streaming
 
-    # -- links ------------------------------------------------------------------------------------------
+    # -- resources and links ----------------------------------------------------------------------------
+
+    def loadResource(self, type: int, name: QUrl | str) -> Any:
+        """Only the app's own ``qrc:`` resources: nothing a reply names is fetched or read (no http, no files)."""
+        if QUrl(name).scheme() == "qrc":
+            return super().loadResource(type, name)
+        return None
 
     def _on_anchor(self, url: QUrl) -> None:
         target = url.toString()

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 import app
+from app.core.modelfile import read_modelfile
 from app.ui.tasks import spawn
 
 SUFFIX = ".Modelfile"
@@ -52,6 +53,12 @@ def decode(data: bytes) -> str:
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return data.decode("utf-16", errors="replace")
     return data.decode("utf-8-sig", errors="replace")
+
+
+def read_document(path: Path) -> str:
+    """The text of the Modelfile at ``path``, read in an executor: a FIFO, a device or a file over 1 MiB raises
+    ``UserFileError`` before anything is read; ``OSError``s pass through."""
+    return decode(read_modelfile(path))
 
 
 def _write(path: Path, text: str) -> None:

@@ -15,6 +15,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.backends.base import BackendError
+from app.backends.http_json import response_json
 from app.backends.vllm import DEFAULT_URL, normalize_url
 from app.core.lazy_import import lazy_import
 from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics
@@ -72,9 +73,9 @@ async def probe_remote(url: str, api_key: str | None) -> tuple[str, list[str]]:
             raise RemoteError(f"vLLM at {base} refused the API key (HTTP 401): enter the key it was started with.")
         raise RemoteError(f"vLLM at {base} needs an API key (HTTP 401): enter the key it was started with.")
     try:
-        data: Any = models.json()["data"] if models.status_code == 200 else None
+        data: Any = response_json(models, what="/v1/models")["data"] if models.status_code == 200 else None
         names = [str(entry["id"]) for entry in data]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):  # ValueError: JsonError (not JSON, nested too deeply, too large)
         raise RemoteError(
             f"The server at {base} answered /v1/models with HTTP {models.status_code}, not a model list: "
             "is it a vLLM (OpenAI-compatible) server?"
