@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.monitor_snapshot import GpuReadout, format_bytes
-from app.services.nvml import NvmlReader
+from app.core.monitor.snapshot import GpuReadout, format_bytes
+from app.services.monitor.nvml import NvmlReader
 
 
 def show(title: str, readout: GpuReadout) -> None:

@@ -41,7 +41,7 @@ def isolated_home(tmp_path, monkeypatch):
     return home
 
 
-# --- Tiny GGUF model files (tests/gguf_factory.py), written once per test session ---------------------------------
+# --- Tiny GGUF model files (tests/support/gguf_factory.py), written once per test session ----------------------------
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +52,7 @@ def _gguf_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_gguf(_gguf_dir):
     """A loadable tiny llama GGUF (random weights, real BPE tokenizer) with a ChatML chat template."""
-    from tests.gguf_factory import write_tiny_gguf
+    from tests.support.gguf_factory import write_tiny_gguf
 
     return write_tiny_gguf(_gguf_dir / "tiny-chatml.gguf")
 
@@ -60,7 +60,7 @@ def tiny_gguf(_gguf_dir):
 @pytest.fixture(scope="session")
 def tiny_gguf_no_template(_gguf_dir):
     """Like ``tiny_gguf`` but without ``tokenizer.chat_template``."""
-    from tests.gguf_factory import write_tiny_gguf
+    from tests.support.gguf_factory import write_tiny_gguf
 
     return write_tiny_gguf(_gguf_dir / "tiny-no-template.gguf", chat_template=None, name="tiny-no-template")
 
@@ -68,7 +68,7 @@ def tiny_gguf_no_template(_gguf_dir):
 @pytest.fixture(scope="session")
 def bad_arch_gguf(_gguf_dir):
     """A well-formed GGUF whose architecture ('nosucharch') llama.cpp cannot load."""
-    from tests.gguf_factory import write_unknown_architecture_gguf
+    from tests.support.gguf_factory import write_unknown_architecture_gguf
 
     return write_unknown_architecture_gguf(_gguf_dir / "bad-arch.gguf")
 
@@ -76,7 +76,7 @@ def bad_arch_gguf(_gguf_dir):
 @pytest.fixture(scope="session")
 def truncated_gguf(_gguf_dir):
     """A tiny GGUF cut in half: valid header and metadata, missing tensor data."""
-    from tests.gguf_factory import write_truncated_gguf
+    from tests.support.gguf_factory import write_truncated_gguf
 
     return write_truncated_gguf(_gguf_dir / "truncated.gguf")
 
@@ -84,7 +84,7 @@ def truncated_gguf(_gguf_dir):
 @pytest.fixture(scope="session")
 def not_a_gguf(_gguf_dir):
     """A text file named like a model (``.gguf``)."""
-    from tests.gguf_factory import write_not_gguf
+    from tests.support.gguf_factory import write_not_gguf
 
     return write_not_gguf(_gguf_dir / "not-a-model.gguf")
 
@@ -92,18 +92,18 @@ def not_a_gguf(_gguf_dir):
 @pytest.fixture(scope="session")
 def long_context_gguf(_gguf_dir):
     """A tiny chat model with an 8k training context: greedy decoding runs to max_tokens, for stop/kill tests."""
-    from tests.gguf_factory import write_tiny_gguf
+    from tests.support.gguf_factory import write_tiny_gguf
 
     return write_tiny_gguf(_gguf_dir / "tiny-8k.gguf", context_length=8192, name="tiny-8k", never_eos=True)
 
 
-# --- vLLM (tests/vllm_support.py): a tiny HF Llama, and ONE real server for the whole session ----------------------
+# --- vLLM (tests/support/vllm_support.py): a tiny HF Llama, and ONE real server for the whole session -----------------
 
 
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory):
     """A tiny Hugging Face-format Llama folder (random weights, real BPE tokenizer, ChatML template) vLLM can serve."""
-    from tests.vllm_support import build_tiny_llama
+    from tests.support.vllm_support import build_tiny_llama
 
     return build_tiny_llama(tmp_path_factory.mktemp("hf") / "tiny-llama")
 
@@ -111,7 +111,7 @@ def tiny_llama_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def vllm_python_path():
     """The vLLM interpreter (LLMW_VLLM_PYTHON, else ~/.cache/llm-workstation/ci-vllm-venv …); skips if none."""
-    from tests.vllm_support import vllm_python, vllm_python_missing_reason
+    from tests.support.vllm_support import vllm_python, vllm_python_missing_reason
 
     python = vllm_python()
     if python is None:
@@ -123,7 +123,7 @@ def vllm_python_path():
 def vllm_server(vllm_python_path, tiny_llama_dir):
     """One real vLLM server on the tiny model for the session (``RunningVllm``: .base_url, .served_model_name,
     .api_key, .headers, .phases, .lines, .server). Started on first use (~30–90 s on 2 cores), stopped at the end."""
-    from tests.vllm_support import running_vllm
+    from tests.support.vllm_support import running_vllm
 
     with running_vllm(vllm_python_path, tiny_llama_dir) as running:
         yield running

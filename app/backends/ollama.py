@@ -7,7 +7,7 @@ request too: Ollama reloads a model whose options differ from the running one's,
 ``num_ctx`` would silently reload it with the server's default context. The chat stream is read with httpx
 (:func:`closing_lines`) rather than the official client, whose stream is left half-read on an error line.
 
-This module also holds the host handling shared with ``app.services.ollama_service``.
+This module also holds the host handling shared with ``app.services.ollama.client``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.backends.base import (
+from app.backends.http_lines import closing_lines
+from app.backends.protocol import (
     BackendBase,
     BackendBusyError,
     BackendError,
@@ -34,9 +35,8 @@ from app.backends.base import (
     ModelLoadError,
     StateKind,
 )
-from app.backends.http_lines import closing_lines
 from app.core import safe_json
-from app.core.chat import ReplyStats
+from app.core.chat.conversation import ReplyStats
 from app.core.lazy_import import lazy_import
 from app.core.params import LoadParams, SamplingParams
 

@@ -20,11 +20,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.backends.base import Delta
 from app.backends.http_json import response_json_or_none
 from app.backends.http_lines import closing_lines
+from app.backends.protocol import Delta
 from app.core import safe_json
-from app.core.chat import ReplyStats
+from app.core.chat.conversation import ReplyStats
 from app.core.lazy_import import lazy_import
 from app.core.params import SamplingParams
 

@@ -6,32 +6,18 @@ own ``stop()`` and ``stats``, and ``stats()`` is the last reply that ended. Stop
 request, which makes vLLM abort it. ``metrics()`` reads ``/metrics`` (KV-cache usage, queue, throughput);
 ``kv_usage()`` is the KV cache as of the last reading. The streaming itself is ``app.backends.openai_stream``.
 
-Remote mode talks to a server someone started (``base_url``); managed mode starts one per model through a
-``server_factory`` (``app.services.vllm_server.VllmServer``: backends may not import services, so the caller
-passes it in) and stops it on unload.
+The server is either one someone else started or the one the app started; the engine host
+(``app.services.engines``) owns the app's own server, this backend only talks to whichever is offered.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
-import secrets
 import time
 import urllib.parse
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from app.backends.base import (
-    BackendBase,
-    BackendBusyError,
-    BackendError,
-    GenerationError,
-    KvUsage,
-    ModelInfo,
-    ModelLoadError,
-    StateKind,
-)
 from app.backends.http_json import response_json
 from app.backends.openai_stream import (
     ChatStream,
@@ -44,11 +30,20 @@ from app.backends.openai_stream import (
     request_body,
     run_reply,
 )
-from app.core.chat import ReplyStats
+from app.backends.protocol import (
+    BackendBase,
+    BackendBusyError,
+    BackendError,
+    GenerationError,
+    KvUsage,
+    ModelInfo,
+    ModelLoadError,
+    StateKind,
+)
+from app.core.chat.conversation import ReplyStats
 from app.core.lazy_import import lazy_import
 from app.core.params import LoadParams, SamplingParams
-from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics
-from app.core.vllm_options import VllmServerOptions
+from app.core.vllm.metrics import MetricsParseError, VllmMetrics, parse_metrics
 
 if TYPE_CHECKING:
     import httpx
@@ -63,36 +58,12 @@ CHECK_TIMEOUT_S = 10.0
 KEPT = " The partial reply was kept."
 
 
-# --- capabilities the UI can check with isinstance ---------------------------------------------------------
-@runtime_checkable
-class ConcurrentChats(Protocol):
-    """A backend on which several ``stream_chat`` calls may run at once, each a ``ChatStream``."""
-
-    @property
-    def active_chats(self) -> int: ...
-
-    def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> ChatStream: ...
-
-
+# --- a capability the monitor can check with isinstance ---------------------------------------------------
 @runtime_checkable
 class EngineMetrics(Protocol):
     """A backend whose engine reports live figures (KV cache, queue, throughput)."""
 
     async def metrics(self) -> VllmMetrics: ...
-
-
-class ManagedServer(Protocol):
-    """What managed mode needs of a server it starts (``app.services.vllm_server.VllmServer``)."""
-
-    @property
-    def base_url(self) -> str: ...
-
-    async def start(self) -> Any: ...
-
-    async def stop(self) -> None: ...
-
-
-ServerFactory = Callable[[Any, VllmServerOptions], ManagedServer]  # (python, options) -> server: VllmServer fits
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
@@ -115,32 +86,13 @@ class VllmBackend(BackendBase):
     """Chat through a vLLM server (``kind = "vllm"``); several replies may generate at once."""
 
     kind = "vllm"
-    concurrent_chats = True  # the UI lets several chats generate at once on this engine
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        *,
-        managed: bool = False,
-        python: str | None = None,
-        server_factory: ServerFactory | None = None,
-        server_options: VllmServerOptions | None = None,
-    ) -> None:
+    def __init__(self, base_url: str | None = None, api_key: str | None = None) -> None:
+        """A vLLM server at ``base_url`` (default http://127.0.0.1:8000): one the app started or someone else's
+        (the engine host owns the app's own server)."""
         super().__init__()
-        """Remote: ``base_url`` (default http://127.0.0.1:8000). Managed: ``server_factory(python, options)``
-        starts a server per load; ``server_options`` are the settings whose model and max_model_len each load
-        replaces."""
-        if managed and server_factory is None:
-            raise BackendError("Starting vLLM needs a server factory (app.services.vllm_server.VllmServer).")
-        self.managed = managed
-        self.base_url = "" if managed else normalize_url(base_url)
+        self.base_url = normalize_url(base_url)
         self._api_key = api_key or None
-        self._python = python
-        self._server_factory = server_factory
-        self._server_options = server_options
-        self._server: ManagedServer | None = None
-        self._started_for: tuple[str, int] | None = None
         self._client = openai_client(self.base_url, self._api_key)
         self._served = ""
         self._metrics: VllmMetrics | None = None
@@ -155,9 +107,6 @@ class VllmBackend(BackendBase):
     def generating(self) -> bool:
         return bool(self._streams)
 
-    def last_metrics(self) -> VllmMetrics | None:
-        return self._metrics
-
     def kv_usage(self) -> KvUsage | None:
         """The KV cache in tokens (usage fraction × blocks × block size) as of the last ``metrics()``."""
         metrics = self._metrics
@@ -167,24 +116,19 @@ class VllmBackend(BackendBase):
         return KvUsage(round(metrics.kv_cache_usage_fraction * capacity), capacity)
 
     async def load(self, model: str, params: LoadParams) -> ModelInfo:
-        """Make ``model`` ready: start a server for it (managed) or check the server serves it (remote).
+        """Check that the server serves ``model`` (its only model when ``model`` is "").
 
         Raises ModelLoadError saying what is wrong (server down, key refused, model not served …).
         """
         if self.generating:
             raise BackendBusyError("Replies are being generated. Stop them before loading another model.")
         model = model.strip()
-        if not model and self.managed:
-            raise ModelLoadError("Choose a model for vLLM to serve (a Hugging Face id or a model folder).")
         self._set_state(StateKind.STARTING, f"loading {model or 'the served model'}")
         self._model = None
         started = time.perf_counter()
         try:
-            served = await self._start_server(model, params) if self.managed else model
-            entry = await self._served_entry(served)
+            entry = await self._served_entry(model)
         except BackendError as exc:
-            if self.managed:
-                await self._stop_server()
             self._set_state(StateKind.FAILED, str(exc))
             raise ModelLoadError(str(exc)) from exc
         self._served = str(entry["id"])
@@ -196,10 +140,9 @@ class VllmBackend(BackendBase):
         return self._model
 
     async def unload(self) -> None:
-        """Forget the model; in managed mode the server is stopped, which frees its GPU memory."""
+        """Forget the model (the server keeps serving it; stopping the server frees its memory)."""
         if self.generating:
             raise BackendBusyError("Replies are being generated. Stop them before unloading the model.")
-        await self._stop_server()
         self._model, self._metrics = None, None
         self._set_state(StateKind.STOPPED)
 
@@ -234,48 +177,13 @@ class VllmBackend(BackendBase):
         return self._metrics
 
     async def close(self) -> None:
-        """Stop every reply, stop a managed server and close the connections."""
+        """Stop every reply and close the connections."""
         self.stop()
-        await self._stop_server()
         await self._client.aclose()
         self._model, self._metrics = None, None
         self._set_state(StateKind.STOPPED)
 
     # --- loading --------------------------------------------------------------------------------------------
-    async def _start_server(self, model: str, params: LoadParams) -> str:
-        """Start a vLLM server for ``model`` (stopping another one); returns the name it serves."""
-        options = self._options_for(model, params)
-        if self._server is not None and self._started_for == (model, params.n_ctx):
-            return options.display_name  # already serving it: a restart would cost minutes
-        await self._stop_server()
-        assert self._server_factory is not None
-        server = self._server_factory(self._python, options)
-        self._server = server
-        try:
-            await server.start()
-        except BackendError:
-            raise
-        except Exception as exc:  # VllmServerError (a service error) or an OS error: its text is the reason
-            raise BackendError(str(exc) or f"vLLM could not start: {exc!r}") from exc
-        self.base_url = normalize_url(server.base_url)
-        self._started_for = (model, params.n_ctx)
-        self._api_key = options.api_key
-        await self._client.aclose()
-        self._client = openai_client(self.base_url, self._api_key)
-        return options.display_name
-
-    def _options_for(self, model: str, params: LoadParams) -> VllmServerOptions:
-        """This load's server options, with a fresh API key when none was given: no one else can use the server."""
-        base = self._server_options or VllmServerOptions(model=model)
-        if not base.api_key:
-            self._api_key = self._api_key or secrets.token_urlsafe(24)
-        return dataclasses.replace(base, model=model, max_model_len=params.n_ctx, api_key=base.api_key or self._api_key)
-
-    async def _stop_server(self) -> None:
-        server, self._server, self._started_for = self._server, None, None
-        if server is not None:
-            await server.stop()
-
     async def _served_entry(self, model: str) -> dict[str, Any]:
         """Check ``/health``, then find ``model`` in ``/v1/models`` (the only served one when ``model`` is "")."""
         health = await self._get("/health", "checking its health")
@@ -316,7 +224,7 @@ class VllmBackend(BackendBase):
 
     def _model_info(self, entry: dict[str, Any], params: LoadParams, seconds: float) -> ModelInfo:
         n_ctx = int(entry.get("max_model_len") or params.n_ctx)
-        metadata = {"backend": "vllm", "base_url": self.base_url, "mode": "managed" if self.managed else "remote"}
+        metadata = {"backend": "vllm", "base_url": self.base_url}
         if entry.get("root"):
             metadata["root"] = str(entry["root"])
         if self._metrics is not None and self._metrics.kv_capacity_tokens:
@@ -348,8 +256,6 @@ class VllmBackend(BackendBase):
 
     # --- errors ---------------------------------------------------------------------------------------------
     def _not_answering(self) -> str:
-        if self.managed:
-            return f"vLLM is not answering at {self.base_url}: the server the app started has stopped. Load again."
         return (
             f"vLLM is not answering at {self.base_url}. Start it (`vllm serve MODEL --host 127.0.0.1 --port PORT`) "
             "or check the address."

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.core.fits import WONT_FIT, MachineMemory, fit_verdict, gib, largest_fitting_ctx
-from app.core.gguf_header import GgufFileError, GgufHeader
-from app.core.memory_estimate import EstimateSettings, estimate_memory
+from app.core.gguf.header import GgufFileError, GgufHeader
+from app.core.memory.estimate import EstimateSettings, estimate_memory
+from app.core.memory.fit import WONT_FIT, MachineMemory, fit_verdict, gib, largest_fitting_ctx
 from app.core.params import LoadParams
 
 

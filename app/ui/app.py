@@ -33,7 +33,7 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     from app.services.desktop_install import DESKTOP_ID
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
+    from app.services.workstation import Workstation
     from app.ui.errors import handle_loop_exception, install_exception_hook
     from app.ui.main_window import WINDOW_CLASS, MainWindow
     from app.ui.resources import app_icon_path
@@ -47,13 +47,13 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     app.setWindowIcon(window_icon(app_icon_path()))
     paths = app_paths().ensure()
     buffer = install_logging("INFO", paths.log_file)
-    context = AppContext.create(paths, buffer)
-    logging.getLogger("app").setLevel(context.settings.log_level)
+    workstation = Workstation.create(paths, buffer)  # the composition root: engines and history live here
+    logging.getLogger("app").setLevel(workstation.settings.log_level)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     install_asyncgen_hooks(loop)
     loop.set_exception_handler(handle_loop_exception)
-    window = MainWindow(context)
+    window = MainWindow(workstation)
     install_exception_hook(lambda: window)
     watchdog = StallWatchdog(parent=window)
     watchdog.start()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShowEvent
@@ -25,95 +25,84 @@ from PySide6.QtWidgets import (
 
 from app import __version__
 from app.core.lazy_import import import_now
-from app.core.modelfile import Modelfile
-from app.core.settings import Settings, save_settings
-from app.ui.batch_panel import BatchPanel
-from app.ui.bench_panel import BenchPanel
-from app.ui.chat_panel import ChatPanel
-from app.ui.context import AppContext
+from app.core.modelfile.parser import Modelfile
+from app.core.settings import Settings
+from app.services.workstation import Workstation
 from app.ui.dialogs.settings_dialog import SettingsDialog
-from app.ui.discover_panel import DiscoverPanel
-from app.ui.downloads_panel import DownloadsPanel
 from app.ui.log_viewer import LogViewer
-from app.ui.modelfile_panel import ModelfilePanel
-from app.ui.models_panel import ModelsPanel
-from app.ui.monitor_panel import MonitorPanel, monitor_targets
-from app.ui.ollama_models_panel import OllamaModelsPanel
+from app.ui.page import Page
+from app.ui.pages.batch.panel import BatchPanel
+from app.ui.pages.bench.panel import BenchPanel
+from app.ui.pages.chat.panel import ChatPanel
+from app.ui.pages.modelfiles.panel import ModelfilePanel
+from app.ui.pages.models.discover import DiscoverPanel
+from app.ui.pages.models.downloads import DownloadsPanel
+from app.ui.pages.models.library import ModelsPanel
+from app.ui.pages.models.ollama import OllamaModelsPanel
+from app.ui.pages.monitor.panel import MonitorPanel
+from app.ui.pages.vllm.panel import VllmPanel
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import loop_running, spawn
-from app.ui.vllm_panel import VllmPanel
 
 WINDOW_CLASS = "llm-workstation"
 CLIENT_WARM_UP_DELAY_MS = 1500
 log = logging.getLogger("app.ui")
 
-_NAV_ICONS = {
-    "Chat": QStyle.StandardPixmap.SP_MessageBoxInformation,
-    "Models": QStyle.StandardPixmap.SP_DriveHDIcon,
-    "Modelfiles": QStyle.StandardPixmap.SP_FileDialogDetailedView,
-    "Batch": QStyle.StandardPixmap.SP_FileDialogListView,
-    "Bench": QStyle.StandardPixmap.SP_MediaSeekForward,
-    "Monitor": QStyle.StandardPixmap.SP_ComputerIcon,
-}
+
+@dataclass
+class PageSpec:
+    """A top-level page: its name in the navigation, its icon, and how to build it (when first shown)."""
+
+    name: str
+    icon: QStyle.StandardPixmap
+    build: Callable[[], QWidget]
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, context: AppContext) -> None:
+    """The window: navigation, pages (each built when first shown), status bar, log dock and menus. It holds no
+    engine and no store: those are the workstation's (its composition root is ``app.ui.app``)."""
+
+    def __init__(self, workstation: Workstation) -> None:
         super().__init__()
-        self.context = context
+        self.context = workstation
         self.setWindowTitle("LLM Workstation")
         self.setObjectName("MainWindow")
         self.resize(1200, 780)
         self.status = AppStatusBar(self)
         self.setStatusBar(self.status)
-        self.chat_panel = ChatPanel(context, self.status, self)
-        self.modelfile_panel = ModelfilePanel(context, self)
-        self.modelfile_panel.use_in_chat_requested.connect(self.use_modelfile_in_chat)
-        self.ollama_models_panel = OllamaModelsPanel(context, self)
-        self.ollama_models_panel.chat_requested.connect(self.chat_with_model)
-        self.models_panel = ModelsPanel(context, self)
-        self.models_panel.load_in_chat_requested.connect(self.chat_with_model)
-        self.models_panel.serve_in_vllm_requested.connect(self.serve_with_vllm)
-        self.downloads_panel = DownloadsPanel(context, self)
-        self.downloads_panel.download_completed.connect(self._download_completed)
-        self.discover_panel = DiscoverPanel(context, self.downloads_panel, self)
-        self.vllm_panel = VllmPanel(context, self)
-        self.batch_panel = BatchPanel(context, self)
-        self.bench_panel = BenchPanel(context, self)
-        self.monitor_panel = MonitorPanel(context, self, targets=lambda: monitor_targets(context, self.vllm_panel))
-        self.monitor_panel.alerts_changed.connect(self.status.show_alerts)
-        self.monitor_panel.settings_changed_requested.connect(self.apply_setting_changes)
-        self._connect_vllm()
         self.status.backend_label.clicked.connect(self.show_engine_menu)
+        self._widgets: dict[str, QWidget] = {}  # every page and sub-page built so far, by name
+        self._specs = [
+            PageSpec("Chat", QStyle.StandardPixmap.SP_MessageBoxInformation, self._build_chat),
+            PageSpec("Models", QStyle.StandardPixmap.SP_DriveHDIcon, self._build_models),
+            PageSpec("Modelfiles", QStyle.StandardPixmap.SP_FileDialogDetailedView, self._build_modelfiles),
+            PageSpec("Batch", QStyle.StandardPixmap.SP_FileDialogListView, self._build_batch),
+            PageSpec("Bench", QStyle.StandardPixmap.SP_MediaSeekForward, self._build_bench),
+            PageSpec("Monitor", QStyle.StandardPixmap.SP_ComputerIcon, self._build_monitor),
+        ]
         self._build_central()
         self._build_log_dock()
         self._build_menus()
         self._settings_dialog: SettingsDialog | None = None
         self._closing = False
+        self._closed = False
         self._clients_warmed = False
-        if context.settings_problem:
-            self.chat_panel.show_notice(context.settings_problem + " Default settings are used for now.")
+        self.downloads_panel  # noqa: B018 - unfinished downloads continue when the app starts
+        if workstation.settings_problem:
+            self.chat_panel.show_notice(workstation.settings_problem + " Default settings are used for now.")
 
+    # --- pages, built when first needed ---------------------------------------------------------------------
     def _build_central(self) -> None:
         self.nav = QListWidget()
         self.nav.setIconSize(QSize(20, 20))
         self.nav.setFixedWidth(150)
         self.pages = QStackedWidget()
-        built: dict[str, QWidget] = {
-            "Chat": self.chat_panel,
-            "Models": self._models_page(),
-            "Modelfiles": self.modelfile_panel,
-            "Batch": self._batch_page(),
-            "Bench": self.bench_panel,
-            "Monitor": self.monitor_panel,
-        }
-        for name in _NAV_ICONS:
-            item = QListWidgetItem(self.style().standardIcon(_NAV_ICONS[name]), name)
-            self.nav.addItem(item)
-            page = built[name]
-            page.setObjectName(f"{name.lower()}_page")
-            self.pages.addWidget(page)
-        self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
+        for spec in self._specs:
+            self.nav.addItem(QListWidgetItem(self.style().standardIcon(spec.icon), spec.name))
+            placeholder = QWidget()
+            placeholder.setObjectName(f"{spec.name.lower()}_page")
+            self.pages.addWidget(placeholder)
+        self.nav.currentRowChanged.connect(self._show_row)
         self.nav.setCurrentRow(0)
         central = QWidget()
         layout = QHBoxLayout(central)
@@ -122,7 +111,44 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.pages, 1)
         self.setCentralWidget(central)
 
-    def _models_page(self) -> QTabWidget:
+    def _show_row(self, row: int) -> None:
+        if row < 0:
+            return
+        self._page_at(row)
+        self.pages.setCurrentIndex(row)
+
+    def _page_at(self, row: int) -> QWidget:
+        """The top-level page in that row, built now if it was not yet."""
+        spec = self._specs[row]
+        if spec.name in self._widgets:
+            return self._widgets[spec.name]
+        page = spec.build()
+        page.setObjectName(f"{spec.name.lower()}_page")
+        self._widgets[spec.name] = page
+        placeholder = self.pages.widget(row)
+        self.pages.insertWidget(row, page)
+        if placeholder is not None:
+            self.pages.removeWidget(placeholder)
+            placeholder.deleteLater()
+        if row == self.nav.currentRow():
+            self.pages.setCurrentIndex(row)
+        return page
+
+    def show_page(self, name: str) -> QWidget:
+        row = next(i for i, spec in enumerate(self._specs) if spec.name == name)
+        page = self._page_at(row)
+        self.nav.setCurrentRow(row)
+        return page
+
+    def _sub_page(self, name: str, build: Callable[[], QWidget]) -> QWidget:
+        if name not in self._widgets:
+            self._widgets[name] = build()
+        return self._widgets[name]
+
+    def _build_chat(self) -> QWidget:
+        return self._sub_page("chat", lambda: ChatPanel(self.context, self.status, self))
+
+    def _build_models(self) -> QWidget:
         tabs = QTabWidget()
         tabs.addTab(self.models_panel, "Library")
         tabs.addTab(self.discover_panel, "Discover")
@@ -130,29 +156,124 @@ class MainWindow(QMainWindow):
         tabs.addTab(self.ollama_models_panel, "Ollama")
         return tabs
 
-    def _batch_page(self) -> QTabWidget:
+    def _build_modelfiles(self) -> QWidget:
+        return self.modelfile_panel
+
+    def _build_batch(self) -> QWidget:
         tabs = QTabWidget()
         tabs.addTab(self.vllm_panel, "vLLM server")
         tabs.addTab(self.batch_panel, "Batch runner")
         return tabs
 
-    def _connect_vllm(self) -> None:
-        """A ready vLLM server is offered to the chat (as an engine) and to the batch runner (as an endpoint)."""
-        self.vllm_panel.settings_changed_requested.connect(self.apply_setting_changes)
-        self.vllm_panel.server_ready.connect(self._vllm_ready)
-        self.vllm_panel.server_stopped.connect(self.chat_panel.withdraw_vllm_server)
-        self.vllm_panel.server_stopped.connect(self.batch_panel.clear_endpoint)
-        self.vllm_panel.server_stopped.connect(self.bench_panel.clear_vllm_server)
+    def _build_bench(self) -> QWidget:
+        return self.bench_panel
 
-    def _vllm_ready(self, base_url: str, served_model: str, api_key: str) -> None:
-        self.chat_panel.offer_vllm_server(base_url, served_model, api_key or None)
-        self.batch_panel.set_endpoint(base_url, api_key, served_model)
-        self.bench_panel.set_vllm_server(base_url, served_model, api_key)
+    def _build_monitor(self) -> QWidget:
+        return self.monitor_panel
 
+    # The pages, by name: each is built the first time it is asked for.
+    @property
+    def chat_panel(self) -> ChatPanel:
+        page = self._sub_page("chat", lambda: ChatPanel(self.context, self.status, self))
+        assert isinstance(page, ChatPanel)
+        return page
+
+    @property
+    def models_panel(self) -> ModelsPanel:
+        def build() -> ModelsPanel:
+            panel = ModelsPanel(self.context, self)
+            panel.load_in_chat_requested.connect(self.chat_with_model)
+            panel.serve_in_vllm_requested.connect(self.serve_with_vllm)
+            return panel
+
+        page = self._sub_page("library", build)
+        assert isinstance(page, ModelsPanel)
+        return page
+
+    @property
+    def downloads_panel(self) -> DownloadsPanel:
+        def build() -> DownloadsPanel:
+            panel = DownloadsPanel(self.context, self)
+            panel.download_completed.connect(self._download_completed)
+            return panel
+
+        page = self._sub_page("downloads", build)
+        assert isinstance(page, DownloadsPanel)
+        return page
+
+    @property
+    def discover_panel(self) -> DiscoverPanel:
+        page = self._sub_page("discover", lambda: DiscoverPanel(self.context, self.downloads_panel, self))
+        assert isinstance(page, DiscoverPanel)
+        return page
+
+    @property
+    def ollama_models_panel(self) -> OllamaModelsPanel:
+        def build() -> OllamaModelsPanel:
+            panel = OllamaModelsPanel(self.context, self)
+            panel.chat_requested.connect(self.chat_with_model)
+            return panel
+
+        page = self._sub_page("ollama", build)
+        assert isinstance(page, OllamaModelsPanel)
+        return page
+
+    @property
+    def modelfile_panel(self) -> ModelfilePanel:
+        def build() -> ModelfilePanel:
+            panel = ModelfilePanel(self.context, self)
+            panel.use_in_chat_requested.connect(self.use_modelfile_in_chat)
+            return panel
+
+        page = self._sub_page("modelfiles", build)
+        assert isinstance(page, ModelfilePanel)
+        return page
+
+    @property
+    def vllm_panel(self) -> VllmPanel:
+        def build() -> VllmPanel:
+            panel = VllmPanel(self.context, self)
+            panel.settings_changed_requested.connect(self.apply_setting_changes)
+            return panel
+
+        page = self._sub_page("vllm", build)
+        assert isinstance(page, VllmPanel)
+        return page
+
+    @property
+    def batch_panel(self) -> BatchPanel:
+        page = self._sub_page("batch", lambda: BatchPanel(self.context, self))
+        assert isinstance(page, BatchPanel)
+        return page
+
+    @property
+    def bench_panel(self) -> BenchPanel:
+        page = self._sub_page("bench", lambda: BenchPanel(self.context, self))
+        assert isinstance(page, BenchPanel)
+        return page
+
+    @property
+    def monitor_panel(self) -> MonitorPanel:
+        def build() -> MonitorPanel:
+            panel = MonitorPanel(self.context, self)
+            panel.alerts_changed.connect(self.status.show_alerts)
+            panel.settings_changed_requested.connect(self.apply_setting_changes)
+            return panel
+
+        page = self._sub_page("monitor", build)
+        assert isinstance(page, MonitorPanel)
+        return page
+
+    def built_pages(self) -> list[Page]:
+        """Every page built so far (a top-level page that is also a sub-page counts once)."""
+        unique = {id(page): page for page in self._widgets.values() if isinstance(page, Page)}
+        return list(unique.values())
+
+    # --- actions across pages -------------------------------------------------------------------------------
     def apply_setting_changes(self, changes: dict[str, object]) -> None:
         for name, value in changes.items():
             setattr(self.context.settings, name, value)
-        spawn(self.save_settings(), "save settings")
+        spawn(self.context.save_settings(), "save settings")
 
     def show_engine_menu(self) -> None:
         """The status bar's switcher: every model the chat can run on, grouped by engine."""
@@ -168,19 +289,28 @@ class MainWindow(QMainWindow):
         menu.popup(button.mapToGlobal(button.rect().topLeft()))
 
     def chat_with_model(self, entry: str) -> None:
-        """ "Chat with it" from a models list: load the model in the chat panel and show the chat."""
+        """ "Chat with it" from a models list: load the model in the chat page and show the chat."""
         self.chat_panel.model_bar.select(entry)
         self.chat_panel.load_model(entry)
-        self.nav.setCurrentRow(0)
+        self.show_page("Chat")
 
     def serve_with_vllm(self, model_folder: str) -> None:
         """An HF-format model from the library: put it in the vLLM page's model field and show that page."""
         self.vllm_panel.form.model.setText(model_folder)
-        row = list(_NAV_ICONS).index("Batch")
-        self.nav.setCurrentRow(row)
-        tabs = self.pages.widget(row)
+        tabs = self.show_page("Batch")
         if isinstance(tabs, QTabWidget):
             tabs.setCurrentWidget(self.vllm_panel)
+
+    def use_modelfile_in_chat(self, modelfile: Modelfile) -> None:
+        """ "Use in chat" from the Modelfile page: apply it as a preset and show the chat."""
+        path = self.modelfile_panel.path
+        self.chat_panel.apply_modelfile(modelfile, path.name.split(".")[0] if path else "Modelfile")
+        self.show_page("Chat")
+
+    def _download_completed(self, _local_path: str) -> None:
+        """A download landed: the library shows it (once it has been shown)."""
+        if "library" in self._widgets:
+            self.models_panel.rescan()
 
     def _build_log_dock(self) -> None:
         self.log_viewer = LogViewer(self.context.log_buffer)
@@ -224,31 +354,13 @@ class MainWindow(QMainWindow):
         self._settings_dialog.open()
 
     def apply_settings(self, settings: Settings) -> None:
-        self.context.settings = settings
-        self.context.settings_problem = None
-        self.chat_panel.settings_changed()
-        self.modelfile_panel.settings_changed()
-        self.ollama_models_panel.settings_changed()
-        self.models_panel.settings_changed()
-        self.downloads_panel.settings_changed()
-        self.vllm_panel.settings_changed()
-        spawn(self.save_settings(), "save settings")
-
-    def use_modelfile_in_chat(self, modelfile: Modelfile) -> None:
-        """ "Use in chat" from the Modelfile panel: apply it as a preset and show the chat."""
-        path = self.modelfile_panel.path
-        self.chat_panel.apply_modelfile(modelfile, path.name.split(".")[0] if path else "Modelfile")
-        self.nav.setCurrentRow(0)
+        self.context.apply_settings(settings)
+        for page in self.built_pages():
+            page.settings_changed()
+        spawn(self.context.save_settings(), "save settings")
 
     async def save_settings(self) -> None:
-        """Write the settings off the Qt thread; never over a file that could not be read."""
-        if self.context.settings_problem:
-            log.warning("Not saving settings: %s", self.context.settings_problem)
-            return
-        snapshot = copy.deepcopy(self.context.settings)
-        await asyncio.get_running_loop().run_in_executor(
-            None, save_settings, snapshot, self.context.paths.settings_file
-        )
+        await self.context.save_settings()
 
     def show_about(self) -> None:
         box = QMessageBox(self)
@@ -268,11 +380,12 @@ class MainWindow(QMainWindow):
     def _warm_up_clients(self) -> None:
         """Load the HTTP and Ollama client libraries on a worker thread soon after start-up, so the first
         page that talks to a server does not pay ~250 ms of imports on the Qt thread."""
-        if loop_running():
+        if loop_running() and not (self._closing or self._closed):
             spawn(_import_clients(), "warm-up imports")
+            self.monitor_panel  # noqa: B018 - built now so its alerts reach the status bar (it samples 3 s later)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if self._closing or self.chat_panel.closed or not asyncio.get_event_loop().is_running():
+        if self._closing or self._closed or not asyncio.get_event_loop().is_running():
             event.accept()
             return
         event.ignore()
@@ -283,20 +396,14 @@ class MainWindow(QMainWindow):
         await self.shutdown_panels()
         self.close()
 
-    def _download_completed(self, _local_path: str) -> None:
-        """A download landed: the library shows it."""
-        rescan = getattr(self.models_panel, "rescan", None)
-        if rescan is not None:
-            rescan()
-
     async def shutdown_panels(self) -> None:
-        """Stop what the panels run: a batch, a managed vLLM server, the chat engines and the history."""
-        await self.monitor_panel.shutdown()
-        await self.batch_panel.shutdown()
-        await self.bench_panel.shutdown()
-        await self.vllm_panel.shutdown()
-        await self.downloads_panel.shutdown()
-        await self.chat_panel.shutdown()
+        """Shut every page down (a reply in flight is saved as stopped), then the engines and the history."""
+        if self._closed:
+            return
+        self._closed = True
+        for page in self.built_pages():
+            await page.shutdown()
+        await self.context.close()
 
 
 async def _import_clients() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
 
-from app.backends.base import BackendState, KvUsage, ModelInfo
-from app.core.chat import ReplyStats
+from app.backends.protocol import BackendState, KvUsage, ModelInfo
+from app.core.chat.conversation import ReplyStats
 
 ENGINE_NAMES = {"llamacpp": "llama.cpp", "ollama": "Ollama", "vllm": "vLLM"}
 

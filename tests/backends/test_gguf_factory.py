@@ -10,7 +10,7 @@ import pytest
 from llama_cpp import Llama
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from tests.gguf_factory import (
+from tests.support.gguf_factory import (
     CHATML_TEMPLATE,
     IM_END_TOKEN,
     IM_START_TOKEN,

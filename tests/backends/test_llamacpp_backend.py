@@ -7,8 +7,8 @@ import asyncio
 import psutil
 import pytest
 
-from app.backends.base import BackendBusyError, GenerationError, ModelLoadError, StateKind
 from app.backends.llamacpp.backend import LlamaCppBackend
+from app.backends.protocol import BackendBusyError, GenerationError, ModelLoadError, StateKind
 from app.core.params import LoadParams, SamplingParams
 
 GREEDY_LONG = SamplingParams(temperature=0.0, max_tokens=3000, seed=1)

@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from app.backends.base import Backend, BackendError, GenerationError, ModelLoadError, StateKind
 from app.backends.ollama import OllamaBackend, load_options, sampling_options
+from app.backends.protocol import Backend, BackendError, GenerationError, ModelLoadError, StateKind
 from app.core.params import LoadParams, SamplingParams
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 USER_HI = [{"role": "user", "content": "hello there my good friend"}]
 REPLY = ["You", " said:", " hello", " there", " my", " good", " friend"]

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
 
 import pytest
 
-from app.backends.base import Backend, BackendBusyError, BackendError, GenerationError, ModelLoadError, StateKind
-from app.backends.vllm import ConcurrentChats, EngineMetrics, VllmBackend, normalize_url, request_body
+from app.backends.protocol import (
+    Backend,
+    BackendBusyError,
+    BackendError,
+    ConcurrentChats,
+    GenerationError,
+    ModelLoadError,
+    StateKind,
+    WorkerProcessBackend,
+)
+from app.backends.vllm import EngineMetrics, VllmBackend, normalize_url, request_body
 from app.core.params import LoadParams, SamplingParams
-from app.core.vllm_options import VllmServerOptions
-from tests.fake_openai import FakeOpenAIServer
+from tests.support.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,7 +56,7 @@ def test_remote_load_describes_the_served_model(fake):
         try:
             info = await backend.load(MODEL, LoadParams(n_ctx=2048))
             assert (info.name, info.n_ctx, info.path) == (MODEL, 4096, f"/models/{MODEL}")
-            assert info.metadata["n_ctx_requested"] == "2048" and info.metadata["mode"] == "remote"
+            assert info.metadata["n_ctx_requested"] == "2048" and info.metadata["base_url"] == fake.base_url
             assert [s.kind for s in states] == [StateKind.STARTING, StateKind.READY]
             kv = backend.kv_usage()
             assert kv is not None and (kv.used_cells, kv.total_cells) == (0, 27000 * 16)
@@ -431,108 +438,11 @@ def test_metrics_that_are_not_prometheus_text_are_an_error(fake):
     run(main())
 
 
-# --- managed mode and capabilities ---------------------------------------------------------------------------
-class FakeManagedServer:
-    """Stands in for app.services.vllm_server.VllmServer: start() runs a FakeOpenAIServer for the options."""
-
-    instances: ClassVar[list[FakeManagedServer]] = []
-
-    def __init__(self, python, options: VllmServerOptions, fail: str | None = None) -> None:
-        self.python, self.options, self.fail = python, options, fail
-        self.fake = FakeOpenAIServer((options.display_name,), api_key=options.api_key)
-        self.fake.max_model_len = options.max_model_len or 4096
-        self.stopped = False
-        FakeManagedServer.instances.append(self)
-
-    @property
-    def base_url(self) -> str:
-        return self.fake.base_url
-
-    async def start(self) -> None:
-        if self.fail:
-            raise RuntimeError(self.fail)
-        self.fake.start()
-
-    async def stop(self) -> None:
-        self.fake.stop()
-        self.stopped = True
-
-
-def test_managed_mode_starts_a_server_per_load_and_stops_it():
-    FakeManagedServer.instances.clear()
-    settings = VllmServerOptions(model="", gpu_memory_utilization=0.5, enforce_eager=True)
-
-    async def main():
-        backend = VllmBackend(managed=True, python="/venv/bin/python", server_factory=FakeManagedServer,
-                              server_options=settings)  # fmt: skip
-        try:
-            info = await backend.load("org/model", LoadParams(n_ctx=1024))
-            first = FakeManagedServer.instances[0]
-            assert first.python == "/venv/bin/python"
-            assert (first.options.model, first.options.max_model_len) == ("org/model", 1024)
-            assert first.options.gpu_memory_utilization == 0.5 and first.options.enforce_eager
-            assert first.options.api_key  # a fresh key: no one else can use the server
-            assert (info.name, info.n_ctx, backend.base_url) == ("org/model", 1024, first.base_url)
-            assert await collect(backend.stream_chat(USER, SamplingParams())) == "You said: hello big world"
-            assert (
-                first.fake.requests_to("/v1/chat/completions")[0]
-                .headers["Authorization"]
-                .endswith(first.options.api_key)
-            )
-            await backend.load("org/model", LoadParams(n_ctx=1024))  # the same: the running server is kept
-            assert len(FakeManagedServer.instances) == 1 and not first.stopped
-            await backend.load("org/model", LoadParams(n_ctx=2048))
-            second = FakeManagedServer.instances[1]
-            assert first.stopped and second.options.max_model_len == 2048
-            assert second.options.api_key == first.options.api_key
-            await backend.unload()
-            assert second.stopped and backend.state.kind is StateKind.STOPPED
-        finally:
-            await backend.close()
-
-    run(main())
-
-
-def test_managed_mode_without_settings_keeps_the_given_key_and_served_name():
-    FakeManagedServer.instances.clear()
-
-    async def main():
-        backend = VllmBackend(api_key="mine", managed=True, server_factory=FakeManagedServer)
-        try:
-            assert (await backend.load("/models/qwen", LoadParams(n_ctx=512))).name == "/models/qwen"
-            options = FakeManagedServer.instances[0].options
-            assert (options.api_key, options.max_model_len, options.host) == ("mine", 512, "127.0.0.1")
-        finally:
-            await backend.close()
-        assert FakeManagedServer.instances[0].stopped
-
-    run(main())
-
-
-def test_managed_start_failure_is_a_load_error():
-    def factory(python, options):
-        return FakeManagedServer(python, options, fail="vLLM exited with code 1: CUDA out of memory.")
-
-    async def main():
-        backend = VllmBackend(managed=True, server_factory=factory)
-        try:
-            with pytest.raises(ModelLoadError, match="CUDA out of memory"):
-                await backend.load("org/model", LoadParams())
-            assert backend.state.kind is StateKind.FAILED
-        finally:
-            await backend.close()
-
-    run(main())
-
-
-def test_managed_mode_needs_a_server_factory():
-    with pytest.raises(BackendError, match="server factory"):
-        VllmBackend(managed=True)
-
-
+# --- capabilities ---------------------------------------------------------------------------------------------
 def test_capabilities_the_ui_can_check(fake):
     backend = VllmBackend(fake.base_url)
     assert isinstance(backend, Backend) and isinstance(backend, ConcurrentChats) and isinstance(backend, EngineMetrics)
+    assert isinstance(backend.stream_chat, object) and not isinstance(backend, WorkerProcessBackend)
     run(backend.close())
 
 

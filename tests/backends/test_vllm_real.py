@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.backends.base import GenerationError, ModelLoadError
+from app.backends.protocol import GenerationError, ModelLoadError
 from app.backends.vllm import VllmBackend
 from app.core.params import LoadParams, SamplingParams
 
@@ -153,7 +153,7 @@ def test_engine_killed_under_load_is_reported_and_the_partial_reply_kept(vllm_py
     """A server of its own: its engine core is SIGKILLed while a reply streams."""
     import psutil
 
-    from tests.vllm_support import running_vllm
+    from tests.support.vllm_support import running_vllm
 
     async def scenario(running):
         backend = VllmBackend(running.base_url, running.api_key)
@@ -181,8 +181,8 @@ def test_engine_killed_under_load_is_reported_and_the_partial_reply_kept(vllm_py
 def test_batch_with_bad_lines_and_a_resume_after_cancel(vllm_server, tmp_path):
     import json
 
-    from app.core.batch_input import parse_jsonl
-    from app.services.batch import BatchRunner
+    from app.core.batch.input import parse_jsonl
+    from app.services.batch.runner import BatchRunner
 
     lines = [
         json.dumps({"id": f"r{i}", "prompt": f"line {i}", "max_tokens": 64, "ignore_eos": True}) for i in range(12)

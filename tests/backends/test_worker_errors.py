@@ -1,6 +1,6 @@
 """The llama.cpp worker never dies of a bad request: hostile or broken chat templates, unknown chat formats,
 contexts that cannot fit and malformed protocol lines each give a clear error, and the SAME worker process then
-answers the next request. Real worker, real llama-cpp-python, GGUFs from tests/gguf_factory.py."""
+answers the next request. Real worker, real llama-cpp-python, GGUFs from tests/support/gguf_factory.py."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from app.backends.base import GenerationError, ModelLoadError, StateKind
 from app.backends.llamacpp.backend import LlamaCppBackend, LoadRefusedError
 from app.backends.llamacpp.process import worker_command
+from app.backends.protocol import GenerationError, ModelLoadError, StateKind
 from app.core.errors import InvalidInputError
-from app.core.fits import MachineMemory
+from app.core.memory.fit import MachineMemory
 from app.core.params import LoadParams, SamplingParams
-from tests.gguf_factory import CHATML_TEMPLATE, write_tiny_gguf
+from tests.support.gguf_factory import CHATML_TEMPLATE, write_tiny_gguf
 
 HI = [{"role": "user", "content": "hi"}]
 SHORT = SamplingParams(max_tokens=4, seed=1, temperature=0.0)

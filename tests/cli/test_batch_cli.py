@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from app import commands_batch
-from tests import fake_http
-from tests.fake_openai import FakeOpenAIServer
+from app.cli import batch as commands_batch
+from tests.support import fake_http
+from tests.support.fake_openai import FakeOpenAIServer
 
 
 def _wired() -> bool:

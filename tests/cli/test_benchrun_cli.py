@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from app.cli import build_parser, main
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 ROW_KEYS = {
     "backend", "concurrency", "output_tokens_per_s", "ttft_p50_ms", "ttft_p90_ms", "latency_p50_ms",

@@ -140,7 +140,7 @@ def test_context_above_the_trained_size_warns_and_works(tiny_gguf):
 
 
 def test_broken_chat_template_exits_2_with_its_line(tmp_path):
-    from tests.gguf_factory import write_tiny_gguf
+    from tests.support.gguf_factory import write_tiny_gguf
 
     model = write_tiny_gguf(tmp_path / "broken.gguf", chat_template="{% if messages %}\n{{ x }\n{% endif %}")
     result = cli("chat", str(model), "-p", "hi", "--ctx", "256")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app import commands_hub
-from tests.hf_server import VALID_TOKEN, FileFault, HubServer, Repo, random_bytes, use_hub
+from app.cli import hub as commands_hub
+from tests.support.hf_server import VALID_TOKEN, FileFault, HubServer, Repo, random_bytes, use_hub
 
 BIG = "big-Q4_K_M.gguf"
 

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from app.core.gguf_header import read_gguf_header
+from app.backends.llamacpp.cpu_features import llama_cpp_uses_amx
+from app.core.gguf.header import read_gguf_header
+from app.core.memory.cpu_copies import amx_bytes
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -27,7 +29,11 @@ def test_inspect_json_is_one_object(tiny_gguf):
         assert isinstance(estimate[key], int)
     # 2 layers x 1024 cells x (K: 32 values in q8_0 = 34 bytes + V: 32 values in f16 = 64 bytes)
     assert estimate["kv_cache_bytes"] == 2 * 1024 * (34 + 64)
-    assert estimate["weights_bytes"] == sum(t.n_bytes for t in read_gguf_header(tiny_gguf).tensors)
+    tensors = read_gguf_header(tiny_gguf).tensors
+    assert data["cpu_amx"] == llama_cpp_uses_amx()  # llama.cpp's AMX copies of the f16 matrices where it uses AMX
+    amx = sum(amx_bytes(t) or 0 for t in tensors) if data["cpu_amx"] else 0
+    assert estimate["weights_amx_bytes"] == amx and estimate["weights_repack_bytes"] == 0
+    assert estimate["weights_bytes"] == sum(t.n_bytes for t in tensors) + amx
     assert data["fits"]["state"] in ("fits", "tight", "wont_fit") and data["fits"]["needed_bytes"] > 0
 
 
@@ -36,6 +42,7 @@ def test_inspect_plain_summary(tiny_gguf):
     assert result.returncode == 0, result.stderr
     assert "tiny-test-model (llama" in result.stdout and "Memory at n_ctx=4096" in result.stdout
     assert "Fits" in result.stdout or "fit" in result.stdout
+    assert ("AMX (this CPU has Intel AMX)" in result.stdout) == llama_cpp_uses_amx()
 
 
 @pytest.mark.parametrize("fixture", ["not_a_gguf", "truncated_gguf"])
@@ -56,7 +63,7 @@ def test_missing_file_and_bad_settings(tmp_path, tiny_gguf):
 
 @pytest.mark.slow
 def test_bench_estimate_on_a_given_model(tmp_path):
-    from tests.gguf_factory import write_shaped_gguf
+    from tests.support.gguf_factory import write_shaped_gguf
 
     model = write_shaped_gguf(tmp_path / "m.gguf", n_layer=4, n_embd=512, n_head=8, n_head_kv=2, n_ff=1024)
     result = cli("bench", "estimate", str(model), "--json", timeout=300)

@@ -86,8 +86,8 @@ def test_at_least_five_presets_ship():
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.name)
 def test_every_preset_parses_and_checks_clean(preset):
-    from app.core.modelfile import parse_modelfile
-    from app.core.modelfile_params import check_modelfile
+    from app.core.modelfile.params import check_modelfile
+    from app.core.modelfile.parser import parse_modelfile
 
     modelfile = parse_modelfile(preset.read_bytes())
     result = check_modelfile(modelfile)
@@ -96,8 +96,8 @@ def test_every_preset_parses_and_checks_clean(preset):
 
 
 def test_coding_preset_is_what_the_issue_asks():
-    from app.core.modelfile import parse_modelfile
-    from app.core.modelfile_params import check_modelfile
+    from app.core.modelfile.params import check_modelfile
+    from app.core.modelfile.parser import parse_modelfile
 
     modelfile = parse_modelfile((PRESETS[0].parent / "coding-assistant.Modelfile").read_bytes())
     typed = check_modelfile(modelfile).parameters
@@ -139,7 +139,7 @@ def test_fmt_of_a_link_to_dev_zero_is_refused_at_once(tmp_path):
 
 
 def test_a_50_mb_single_line_modelfile_is_refused_in_under_a_second(tmp_path):
-    from app import commands_modelfile
+    from app.cli import modelfile as commands_modelfile
 
     path = tmp_path / "Modelfile"
     path.write_bytes(b"FROM x\nSYSTEM " + b"y" * 50_000_000)
@@ -153,7 +153,7 @@ def test_a_50_mb_single_line_modelfile_is_refused_in_under_a_second(tmp_path):
 
 
 def test_a_modelfile_at_the_size_limit_is_read_and_formatted(tmp_path):
-    from app.core.modelfile import MAX_MODELFILE_BYTES
+    from app.core.modelfile.parser import MAX_MODELFILE_BYTES
 
     head = b'FROM x\nLICENSE """'
     path = tmp_path / "Modelfile"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from app import commands_models
+from app.cli import models as commands_models
 from tests.services.test_library import add_ollama_model, tiny_parameter_count, write_hf_folder
 
 JSON_FIELDS = {

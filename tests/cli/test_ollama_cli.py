@@ -1,7 +1,7 @@
 """``llm-workstation ollama list|ps|pull|rm|create`` against FakeOllama (real HTTP through the official client).
 
-Most tests run the verb in-process (the parser ``app.commands_ollama.add_parser`` builds, then ``run``); the
-subprocess tests at the end go through ``python -m app`` and run once ``app/cli.py`` knows the verb.
+Most tests run the verb in-process (the parser ``app.cli.ollama.add_parser`` builds, then ``run``); the
+subprocess tests at the end go through ``python -m app`` and run once ``app/cli/__init__.py`` knows the verb.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from app import commands_ollama
-from tests.fake_ollama import FakeOllama
+from app.cli import ollama as commands_ollama
+from tests.support.fake_ollama import FakeOllama
 
 
 @pytest.fixture
@@ -175,7 +175,7 @@ def test_create_with_bad_input_or_failing_ollama(capsys, fake, tmp_path):
     assert fake.model("x") is None and "Traceback" not in err
 
 
-# --- through `python -m app`, once app/cli.py knows the verb ----------------------------------------------------
+# --- through `python -m app`, once app/cli/__init__.py knows the verb ------------------------------------------------
 def _wired() -> bool:
     from app.cli import build_parser
 
@@ -184,7 +184,7 @@ def _wired() -> bool:
     return False
 
 
-needs_wiring = pytest.mark.skipif(not _wired(), reason="app/cli.py does not dispatch the ollama verb yet")
+needs_wiring = pytest.mark.skipif(not _wired(), reason="app/cli/__init__.py does not dispatch the ollama verb yet")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

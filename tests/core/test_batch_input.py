@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.batch_input import (
+from app.core.batch.input import (
     CSV_FIELD_LIMIT,
     MAX_INPUT_BYTES,
     MAX_LINE_BYTES,

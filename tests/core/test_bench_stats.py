@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from app.core.bench_stats import (
+from app.core.bench.stats import (
     BenchRow,
     RequestSample,
     compare_rows,

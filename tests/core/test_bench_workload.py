@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.bench_workload import WARMUP_MAX_TOKENS, BenchWorkload, parse_concurrencies
+from app.core.bench.workload import WARMUP_MAX_TOKENS, BenchWorkload, parse_concurrencies
 
 
 def test_same_seed_gives_same_prompts_and_another_seed_differs():

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from app.core.fits import FITS, TIGHT, WONT_FIT, MachineMemory, fit_verdict, largest_fitting_ctx
-from app.core.gguf_header import read_gguf_header
-from app.core.memory_estimate import EstimateSettings, estimate_memory
-from tests.gguf_factory import write_shaped_gguf
+from app.core.gguf.header import read_gguf_header
+from app.core.memory.estimate import EstimateSettings, estimate_memory
+from app.core.memory.fit import FITS, TIGHT, WONT_FIT, MachineMemory, fit_verdict, largest_fitting_ctx
+from tests.support.gguf_factory import write_shaped_gguf
 
 GIB = 1 << 30
 SHAPE = {"architecture": "llama", "n_layer": 8, "n_embd": 512, "n_head": 8, "n_head_kv": 8, "n_ff": 1024}
@@ -85,3 +87,18 @@ def test_no_gpu_judges_the_whole_load_against_ram(header):
     assert short.state == WONT_FIT and "system RAM (no GPU here" in short.summary
     assert short.suggestions[0].startswith("Lower the context to ")  # found on the CPU, not "nothing fits"
     assert not any(s.startswith("Offload") for s in short.suggestions)
+
+
+def test_the_machine_decides_whether_llama_cpp_s_amx_copies_count(header):
+    """On a CPU with Intel AMX llama.cpp keeps an AMX copy of the f16 layer matrices: the verdict counts it."""
+    settings = EstimateSettings(n_ctx=4096)
+    plain = estimate_memory(header, settings)
+    amx = estimate_memory(header, replace(settings, cpu_amx=True))
+    assert amx.weights_amx_bytes > 0 and amx.host_bytes == plain.host_bytes + amx.weights_amx_bytes
+    amx_cpu = replace(cpu_machine(amx.host_bytes - 1), cpu_amx=True)
+    verdict = fit_verdict(header, settings, amx_cpu)
+    assert verdict.state == WONT_FIT and verdict.needed_bytes == amx.host_bytes
+    assert largest_fitting_ctx(header, settings, amx_cpu) < 4096  # the search counts the copies too
+    other_cpu = cpu_machine(amx.host_bytes - 1)  # the same RAM without AMX: the settings' own flag is overruled
+    assert fit_verdict(header, replace(settings, cpu_amx=True), other_cpu).needed_bytes == plain.host_bytes
+    assert fit_verdict(header, settings, other_cpu).state != WONT_FIT

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.core.gguf_header import GgufFileError, read_gguf_header, read_gguf_header_bytes
+from app.core.gguf.header import GgufFileError, read_gguf_header, read_gguf_header_bytes
 
 _FUZZ = settings(max_examples=300, deadline=1000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture(scope="module")
 def real_header(tmp_path_factory) -> bytes:
-    from tests.gguf_factory import write_tiny_gguf
+    from tests.support.gguf_factory import write_tiny_gguf
 
     path = write_tiny_gguf(tmp_path_factory.mktemp("fuzz") / "seed.gguf")
     header = read_gguf_header(path)

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from app.core.gguf_header import GgufFileError, read_gguf_header
+from app.core.gguf.header import GgufFileError, read_gguf_header
 
 
 def test_reads_metadata_and_tensors(tiny_gguf):
@@ -61,7 +61,7 @@ def test_starter_model_header_is_read_without_touching_weights():
 
 import struct  # noqa: E402
 
-from app.core.gguf_header import GgufHeaderIncomplete, read_array_items, read_gguf_header_bytes  # noqa: E402
+from app.core.gguf.header import GgufHeaderIncomplete, read_array_items, read_gguf_header_bytes  # noqa: E402
 
 
 def _gguf(n_tensors: int, n_kv: int, body: bytes = b"") -> bytes:
@@ -152,7 +152,7 @@ def test_header_only_on_a_huge_sparse_file(tiny_gguf, tmp_path):
 
 
 def test_skipped_vocabulary_items_can_be_read_back(tiny_gguf):
-    from tests.gguf_factory import SPECIAL_TOKENS, _bpe_vocab
+    from tests.support.gguf_factory import SPECIAL_TOKENS, _bpe_vocab
 
     header = read_gguf_header(tiny_gguf)
     n_tokens = header.array_lengths["tokenizer.ggml.tokens"]

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from app.core.gguf_header import GgufFileError
-from app.core.gguf_inspect import inspect_gguf, split_files
-from tests.gguf_factory import CHATML_TEMPLATE, SPECIAL_TOKENS, write_shaped_gguf
+from app.core.gguf.header import GgufFileError
+from app.core.gguf.inspect import inspect_gguf, split_files
+from tests.support.gguf_factory import CHATML_TEMPLATE, SPECIAL_TOKENS, write_shaped_gguf
 
 
 @pytest.fixture(scope="module")

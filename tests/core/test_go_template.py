@@ -1,4 +1,4 @@
-"""Tests for app.core.go_template: Go text/template semantics and Ollama's prompt building.
+"""Tests for app.core.modelfile.go_template: Go text/template semantics and Ollama's prompt building.
 
 The golden templates and expected prompts are Ollama's own: ``template/*.gotmpl`` with ``template/testdata/…``
 (what Ollama's TestTemplate checks), the ``tools/testdata/qwen2.5.*`` files Ollama shipped until mid-2025, and
@@ -12,7 +12,7 @@ import datetime as dt
 
 import pytest
 
-from app.core.go_template import TemplateError, render_go_template, render_ollama_prompt, template_variables
+from app.core.modelfile.go_template import TemplateError, render_go_template, render_ollama_prompt, template_variables
 
 DATA = {
     "Name": "Ann",

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from app.core.llama_buffers import MIB, is_host_buffer, parse_llama_log
+from app.core.memory.llama_buffers import MIB, is_host_buffer, parse_llama_log
 
 # A CUDA load with partial offload, in the format llama.cpp logs (buffer names as the CUDA backend names them).
 GPU_LOG = """\
@@ -41,3 +41,19 @@ def test_iswa_kv_buffers_add_up():
 def test_nothing_found():
     buffers = parse_llama_log("llama_model_load: error loading model\n")
     assert not buffers.found and buffers.total_bytes == 0
+
+
+def test_the_amx_copy_is_host_memory_next_to_the_mapped_file():
+    """llama.cpp on a CPU with Intel AMX: the AMX buffer holds copies of the matrices, CPU_Mapped the whole file."""
+    log = (
+        "done_getting_tensors: tensor 'token_embd.weight' (f16) (and 14 others) cannot be used with preferred "
+        "buffer type AMX, using CPU instead\n"
+        "load_tensors:          AMX model buffer size =    39.00 MiB\n"
+        "load_tensors:   CPU_Mapped model buffer size =    40.16 MiB\n"
+        "load_tensors:   CPU_REPACK model buffer size =     1.70 MiB\n"
+    )
+    buffers = parse_llama_log(log)
+    assert buffers.model == {"AMX": 39 * MIB, "CPU_Mapped": round(40.16 * MIB), "CPU_REPACK": round(1.70 * MIB)}
+    assert buffers.weights_bytes == sum(buffers.model.values())
+    assert buffers.weights_copy_bytes == 39 * MIB + round(1.70 * MIB)
+    assert is_host_buffer("AMX") and not is_host_buffer("AMX_GPU")

@@ -3,12 +3,14 @@ GGUF header and machines described by their numbers."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from app.core.fits import MachineMemory
-from app.core.gguf_header import read_gguf_header
+from app.core.gguf.header import read_gguf_header
 from app.core.load_checks import context_beyond_training, estimate_settings, memory_refusal
-from app.core.memory_estimate import estimate_memory
+from app.core.memory.estimate import estimate_memory
+from app.core.memory.fit import MachineMemory
 from app.core.params import LoadParams
 
 GIB = 1 << 30
@@ -20,7 +22,7 @@ def cpu_machine(available: int) -> MachineMemory:
 
 @pytest.fixture(scope="module")
 def header(tmp_path_factory):
-    from tests.gguf_factory import write_tiny_gguf
+    from tests.support.gguf_factory import write_tiny_gguf
 
     return read_gguf_header(write_tiny_gguf(tmp_path_factory.mktemp("checks") / "tiny.gguf"))
 
@@ -59,3 +61,14 @@ def test_context_beyond_training_names_both_sizes():
     warning = context_beyond_training(32768, 8192)
     assert warning is not None and "32,768 tokens" in warning and "8,192 tokens" in warning
     assert "RoPE scaling" in warning
+
+
+def test_the_refusal_counts_llama_cpp_s_amx_copies_on_a_cpu_with_amx(header):
+    params = LoadParams(n_ctx=8192)
+    on_cpu = replace(estimate_settings(params), n_gpu_layers=0)  # no GPU here: every layer on the host
+    amx = estimate_memory(header, replace(on_cpu, cpu_amx=True))
+    assert amx.weights_amx_bytes > 0
+    available = amx.host_bytes - 1  # enough without the AMX copies, not with them
+    assert memory_refusal(header, params, cpu_machine(available)) is None
+    message = memory_refusal(header, params, replace(cpu_machine(available), cpu_amx=True))
+    assert message is not None and "Lower the context to" in message

@@ -10,8 +10,9 @@ import time
 import pytest
 from markdown_it import MarkdownIt
 
-from app.core import markdown_stream, markdown_tables
-from app.core.markdown_stream import LIVE_TABLE_ROWS, MarkdownStream, StreamUpdate, render_markdown
+from app.core import markdown_tables
+from app.core.chat import markdown as markdown_stream
+from app.core.chat.markdown import LIVE_TABLE_ROWS, MarkdownStream, StreamUpdate, render_markdown
 from app.core.markdown_tables import MAX_TABLE_CELLS, TABLE_TEXT_CHARS, row_cells
 
 SECTION = """## Part {i}

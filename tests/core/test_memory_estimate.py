@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.gguf_header import read_gguf_header
-from app.core.memory_estimate import EstimateError, EstimateSettings, estimate_memory, gpu_layer_start
-from tests.gguf_factory import write_shaped_gguf
+from app.core.gguf.header import read_gguf_header
+from app.core.memory.estimate import EstimateError, EstimateSettings, estimate_memory, gpu_layer_start
+from tests.support.gguf_factory import write_shaped_gguf
 
 MIB = 1 << 20
 LLAMA = {"architecture": "llama", "n_layer": 4, "n_embd": 256, "n_head": 8, "n_head_kv": 2, "n_ff": 512}
@@ -127,8 +127,8 @@ def test_parallel_sequences_split_the_context(llama):
 def test_malformed_shape_metadata_is_an_estimate_error_not_a_crash(tmp_path):
     from pathlib import Path
 
-    from app.core.gguf_header import GgufHeader
-    from app.core.memory_estimate import EstimateError, model_shape
+    from app.core.gguf.header import GgufHeader
+    from app.core.memory.estimate import EstimateError, model_shape
 
     header = GgufHeader(
         path=Path(tmp_path / "odd.gguf"),

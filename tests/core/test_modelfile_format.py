@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from app.core.modelfile import Command, Modelfile, ModelfileError, parse_modelfile, quote
+from app.core.modelfile.parser import Command, Modelfile, ModelfileError, parse_modelfile, quote
 
 NAMED = ("license", "template", "system", "adapter", "renderer", "parser", "requires", "draft")
 

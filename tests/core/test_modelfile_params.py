@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.modelfile import Command, Modelfile, ModelfileError, parse_modelfile
-from app.core.modelfile_params import (
+from app.core.modelfile.params import (
     DEPRECATED_PARAMETERS,
     OLLAMA_OPTIONS,
     CheckResult,
@@ -22,6 +21,7 @@ from app.core.modelfile_params import (
     format_params,
     valid_requires,
 )
+from app.core.modelfile.parser import Command, Modelfile, ModelfileError, parse_modelfile
 
 GO_FLOATS = [
     ("0.7", "0.7"),

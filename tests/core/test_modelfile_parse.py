@@ -1,4 +1,4 @@
-"""Conformance of app.core.modelfile's parser with Ollama's (parser/parser.go at v0.33.0-rc2).
+"""Conformance of app.core.modelfile.parser's parser with Ollama's (parser/parser.go at v0.33.0-rc2).
 
 The first part ports every parsing case of Ollama's parser/parser_test.go (same input, same commands or
 error). The table after it was produced by running Ollama's ParseFile itself on each input (built against
@@ -11,7 +11,7 @@ import codecs
 
 import pytest
 
-from app.core.modelfile import INSTRUCTIONS, Command, Modelfile, ModelfileError, parse_modelfile
+from app.core.modelfile.parser import INSTRUCTIONS, Command, Modelfile, ModelfileError, parse_modelfile
 
 COMMAND_ERROR = (
     'command must be one of "from", "license", "template", "system", "adapter", "draft", "renderer", '

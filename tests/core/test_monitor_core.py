@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from app.core.monitor_alerts import AlertThresholds, AlertTracker, evaluate_alerts
-from app.core.monitor_snapshot import (
+from app.core.monitor.alerts import AlertThresholds, AlertTracker, evaluate_alerts
+from app.core.monitor.snapshot import (
     EngineReading,
     GpuProcess,
     GpuReading,
@@ -18,7 +18,7 @@ from app.core.monitor_snapshot import (
     RamReading,
     format_bytes,
 )
-from app.core.timeseries import SERIES, MonitorHistory, RingSeries
+from app.core.monitor.timeseries import SERIES, MonitorHistory, RingSeries
 
 GIB = 1024**3
 

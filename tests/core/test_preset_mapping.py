@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.modelfile import parse_modelfile
-from app.core.modelfile_params import OLLAMA_OPTIONS
+from app.core.modelfile.params import OLLAMA_OPTIONS
+from app.core.modelfile.parser import parse_modelfile
+from app.core.modelfile.presets import ROUTES, to_llamacpp, to_vllm
 from app.core.params import LoadParams, SamplingParams
-from app.core.preset_mapping import ROUTES, to_llamacpp, to_vllm
 
 FULL = """FROM ./model.gguf
 SYSTEM Be exact.
@@ -115,7 +115,7 @@ def test_load_changed_names_the_fields():
 
 
 def test_engine_switch_notes_say_what_changes():
-    from app.core.preset_mapping import engine_switch_notes
+    from app.core.modelfile.presets import engine_switch_notes
 
     notes = engine_switch_notes(
         "llamacpp", "vllm", SamplingParams(typical_p=0.8, temperature=0.3), LoadParams(flash_attn=True, type_k="q8_0")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.quant_names import HubFile, group_gguf_files, parse_quant, parse_split, same_quant
+from app.core.gguf.quant_names import HubFile, group_gguf_files, parse_quant, parse_split, same_quant
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from app.core.chat import Conversation, Message, MessageStatus, ReplyStats, Role, title_from
-from app.core.chat_format import choose_chat_format
+from app.core.chat.conversation import Conversation, Message, MessageStatus, ReplyStats, Role, title_from
+from app.core.chat.formats import choose_chat_format
 from app.core.params import LoadParams, SamplingParams
 from app.core.settings import (
     MAX_SETTINGS_BYTES,

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from app.core.errors import InvalidInputError
-from app.core.modelfile import MAX_MODELFILE_BYTES, parse_modelfile, read_modelfile
+from app.core.modelfile.parser import MAX_MODELFILE_BYTES, parse_modelfile, read_modelfile
 from app.core.user_files import MiB, UserFileError, open_user_file, read_user_bytes, read_user_text
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a POSIX thing")

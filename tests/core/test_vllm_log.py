@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.vllm_log import (
+from app.core.vllm.log import (
     CrashCause,
     Phase,
     StartupTracker,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.vllm_metrics import MetricsParseError, VllmMetrics, parse_metrics, rates
+from app.core.vllm.metrics import MetricsParseError, VllmMetrics, parse_metrics, rates
 
 FIXTURE = Path(__file__).parents[1] / "data" / "vllm_metrics.txt"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.vllm_options import (
+from app.core.vllm.options import (
     API_MODULE,
     SECRET_MASK,
     VllmServerOptions,

@@ -39,7 +39,7 @@ def test_entry_point_starts_the_worker_on_the_flag():
 
 
 def test_vllm_install_uses_system_python_when_frozen(monkeypatch, tmp_path):
-    from app.services import vllm_env
+    from app.services.vllm import environment as vllm_env
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     python3 = tmp_path / "python3"

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from app.core.batch_input import BatchRequest, parse_jsonl
-from app.services.batch import BatchError, BatchProgress, BatchRunner, normalize_endpoint
-from tests import fake_http, fake_openai
-from tests.fake_openai import FakeOpenAIServer
+from app.core.batch.input import BatchRequest, parse_jsonl
+from app.services.batch.runner import BatchError, BatchProgress, BatchRunner, normalize_endpoint
+from tests.support import fake_http, fake_openai
+from tests.support.fake_openai import FakeOpenAIServer
 
 
 def run(coro, timeout_s: float = 30):

@@ -13,15 +13,15 @@ import time
 import psutil
 import pytest
 
-from app.core.bench_stats import BenchRow
-from app.core.bench_workload import BenchWorkload
-from app.services.bench_memory import PeakMemorySampler, pid_listening_on, tree_rss_bytes
-from app.services.bench_run import BenchProgress, BenchRunError, BenchTarget, run_bench
-from app.services.bench_store import BenchStore, BenchStoreError
-from app.services.nvml import NvmlReader
-from tests.fake_ollama import FakeOllama
-from tests.fake_openai import FakeOpenAIServer
-from tests.fake_pynvml import FakeGpu, FakePynvml
+from app.core.bench.stats import BenchRow
+from app.core.bench.workload import BenchWorkload
+from app.services.bench.memory import PeakMemorySampler, pid_listening_on, tree_rss_bytes
+from app.services.bench.run import BenchProgress, BenchRunError, BenchTarget, run_bench
+from app.services.bench.store import BenchStore, BenchStoreError
+from app.services.monitor.nvml import NvmlReader
+from tests.support.fake_ollama import FakeOllama
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.fake_pynvml import FakeGpu, FakePynvml
 
 SMALL = BenchWorkload(concurrencies=(1, 3), requests=5, max_tokens=12, warmup=1, prompt_words=(6, 20),
                       prompt_weights=(1.0, 1.0))  # fmt: skip
@@ -173,7 +173,7 @@ def test_ollama_clients_are_set_up_before_the_clock_starts():
 
 
 def test_vllm_levels_and_runs_never_share_a_prompt_opening_and_sustained_is_what_ran(monkeypatch):
-    monkeypatch.setattr("app.services.bench_run.METRICS_INTERVAL_S", 0.02)
+    monkeypatch.setattr("app.services.bench.run.METRICS_INTERVAL_S", 0.02)
     workload = BenchWorkload(concurrencies=(1, 4), requests=8, max_tokens=10, warmup=1, prompt_words=(6,),
                              prompt_weights=(1.0,))  # fmt: skip
     with FakeOpenAIServer(models=("tiny",)) as fake:
@@ -294,7 +294,7 @@ def test_store_list_survives_odd_saved_files(tmp_path, caplog):
     (tmp_path / "20000101-000000-no-id.json").write_text(json.dumps(no_id))
     (tmp_path / "20000101-000001-odd-target.json").write_text(json.dumps({**_run("vllm", 1.0), "target": "vllm"}))
     (tmp_path / "20000101-000002-bad-row.json").write_text(json.dumps({"rows": [{"backend": "vllm"}]}))
-    with caplog.at_level("WARNING", logger="app.services.bench"):
+    with caplog.at_level("WARNING", logger="app.devtools.chat_bench"):
         listed = {r.id: r for r in store.runs()}
     assert set(listed) == {good, "20000101-000000-no-id", "20000101-000001-odd-target"}
     assert listed["20000101-000000-no-id"].backend == "ollama"  # its id is the file's name, which load takes

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from app.core.bench_stats import BenchRow
-from app.core.bench_workload import BenchWorkload
-from app.services.bench_memory import pid_listening_on, process_tree
-from app.services.bench_run import BenchTarget, run_bench
+from app.core.bench.stats import BenchRow
+from app.core.bench.workload import BenchWorkload
+from app.services.bench.memory import pid_listening_on, process_tree
+from app.services.bench.run import BenchTarget, run_bench
 
 pytestmark = pytest.mark.slow
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 
 from app.backends.llamacpp.backend import LlamaCppBackend
-from app.core.chat import MessageStatus, Role
+from app.core.chat.conversation import MessageStatus, Role
 from app.core.params import LoadParams, SamplingParams
-from app.services.chat_session import ChatObserver, ChatSession
-from app.services.conversations import AsyncConversationStore
+from app.services.chat.history import AsyncConversationStore
+from app.services.chat.session import ChatObserver, ChatSession
+from app.services.engines.host import EngineHost
 
 
 class Recorder(ChatObserver):
@@ -37,14 +38,14 @@ def run(coro):
 
 async def _session(tmp_path, model, sampling, n_ctx=512):
     store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
-    backend = LlamaCppBackend()
-    await backend.load(str(model), LoadParams(n_ctx=n_ctx))
+    host = EngineHost(LlamaCppBackend())
+    await host.load(str(model), LoadParams(n_ctx=n_ctx))
     recorder = Recorder()
-    return ChatSession(store, backend, lambda: sampling, recorder), recorder
+    return ChatSession(store, host, lambda: sampling, recorder), recorder
 
 
 async def _close(session):
-    await session.backend.close()
+    await session.host.close()
     await session.store.aclose()
 
 
@@ -96,7 +97,7 @@ def test_stop_keeps_partial_reply_marked(tmp_path, long_context_gguf):
 
 
 def test_worker_crash_keeps_partial_reply_and_reports(tmp_path, long_context_gguf):
-    kill = lambda session: session.backend.kill_worker()  # noqa: E731
+    kill = lambda session: session.host.llamacpp.kill_worker()  # noqa: E731
     reply, saved, recorder = run(_interrupt_mid_reply(tmp_path, long_context_gguf, kill))
     assert reply.status is MessageStatus.FAILED and "stopped unexpectedly" in reply.error
     assert reply.content and saved.messages[-1].content == reply.content

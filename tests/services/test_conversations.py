@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat import Message, MessageStatus, ReplyStats, Role
-from app.services.conversations import (
+from app.core.chat.conversation import Message, MessageStatus, ReplyStats, Role
+from app.services.chat.history import (
     SCHEMA_VERSION,
     AsyncConversationStore,
     ConversationStore,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from app.services.download_fetch import FetchPolicy
-from app.services.download_jobs import DONE, FAILED, PAUSED, QUEUED, STALLED, hf_cache_dir, placement
-from app.services.download_queue import DownloadManager
-from app.services.downloads import JobControl, run_job
-from app.services.hub import HubError, HubService
-from tests.hf_server import VALID_TOKEN, FileFault, HubServer, Repo, random_bytes, use_hub
+from app.services.downloads.fetch import FetchPolicy
+from app.services.downloads.hub import HubError, HubService
+from app.services.downloads.jobs import DONE, FAILED, PAUSED, QUEUED, STALLED, hf_cache_dir, placement
+from app.services.downloads.manager import JobControl, run_job
+from app.services.downloads.queue import DownloadManager
+from tests.support.hf_server import VALID_TOKEN, FileFault, HubServer, Repo, random_bytes, use_hub
 
 FAST = FetchPolicy(stall_s=1.0, max_retries=3, backoff_s=0.05)
 BIG = "big-Q4_K_M.gguf"
@@ -349,7 +349,7 @@ def test_offline_mode_is_named_not_reported_as_a_disk_or_unexpected_error(hub, m
 def test_the_view_never_waits_for_a_queue_file_write_and_the_newest_state_wins(tmp_path, monkeypatch):
     import json
 
-    from app.services.download_jobs import DownloadJob, JobFile, JobStore
+    from app.services.downloads.jobs import DownloadJob, JobFile, JobStore
 
     manager = DownloadManager(tmp_path / "q.json", max_active=0)  # nothing runs: only the queue file is written
     writing, release = threading.Event(), threading.Event()
@@ -380,7 +380,7 @@ def test_the_view_never_waits_for_a_queue_file_write_and_the_newest_state_wins(t
 
 
 def test_cancel_keeps_a_partial_file_another_downloader_is_writing(hub, tmp_path):
-    from app.services.download_fetch import partial_lock
+    from app.services.downloads.fetch import partial_lock
 
     manager = DownloadManager(tmp_path / "q.json", max_active=0)
     first, second = plan("org/Big-GGUF", files=[BIG]), plan("org/Big-GGUF", files=[BIG])
@@ -397,7 +397,7 @@ def test_cancel_keeps_a_partial_file_another_downloader_is_writing(hub, tmp_path
 
 
 def test_the_lock_file_is_held_by_one_downloader_at_a_time(tmp_path):
-    from app.services.download_fetch import DownloadError, partial_lock
+    from app.services.downloads.fetch import DownloadError, partial_lock
 
     partial = tmp_path / "blob.incomplete"
     inside, overlaps, acquired = [0], [0], [0]
@@ -441,7 +441,7 @@ def test_a_file_that_changed_on_the_hub_mid_download_says_so(hub):
 
 
 def test_an_already_placed_copy_is_verified_without_a_download(hub, tmp_path):
-    from app.services.download_jobs import DOWNLOADING, VERIFYING
+    from app.services.downloads.jobs import DOWNLOADING, VERIFYING
 
     folder = str(tmp_path / "models")
     job = plan("org/Big-GGUF", files=[BIG], target_dir=folder)

@@ -1,14 +1,17 @@
 """The estimate against the real llama.cpp: each case loads the model in a child process with verbose=True
-and compares with the buffer sizes llama.cpp logs. Weights and KV within ±5%, the total within ±10%."""
+and compares with the buffer sizes llama.cpp logs. Weights and KV within ±5%, the total within ±10%, and the CPU
+backend's weight copies (AMX where this machine uses Intel AMX, CPU_REPACK) to the log's 0.01 MiB."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.memory_estimate import EstimateSettings
-from app.services.estimate_bench import ProbeError, compare, measure
-from app.services.gguf_shapes import CALIBRATION_SHAPES
-from tests.gguf_factory import write_shaped_gguf
+from app.backends.llamacpp.cpu_features import llama_cpp_uses_amx
+from app.core.memory.estimate import EstimateSettings
+from app.core.memory.llama_buffers import MIB
+from app.devtools.estimate_bench import ProbeError, compare, measure
+from app.devtools.gguf_shapes import CALIBRATION_SHAPES
+from tests.support.gguf_factory import write_shaped_gguf
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +27,8 @@ CASES = [
     ("llama-gqa", EstimateSettings(n_ctx=4096, n_parallel=4, flash_attn=True)),
     ("gemma2-swa", EstimateSettings(n_ctx=4096, flash_attn=True, type_k="q8_0", type_v="q8_0")),
     ("gemma2-swa", EstimateSettings(n_ctx=8192, swa_full=False, n_ubatch=128)),
+    ("llama-quant", EstimateSettings(n_ctx=4096)),
+    ("llama-quant", EstimateSettings(n_ctx=4096, flash_attn=True, type_k="q8_0", type_v="q8_0")),
 ]
 
 
@@ -34,6 +39,9 @@ def shapes(tmp_path_factory):
 
 
 def _check(result):
+    assert result.settings.cpu_amx == llama_cpp_uses_amx() == ("AMX" in result.actual.model), result.to_dict()
+    for buffer, (estimated, logged) in result.to_dict()["cpu_copies"].items():
+        assert abs(estimated - logged) <= 0.01 * MIB, (buffer, result.to_dict())  # two 2-decimal MiB figures
     assert abs(result.error_percent("weights")) <= 5, result.to_dict()
     assert abs(result.error_percent("kv_cache")) <= 5, result.to_dict()
     assert abs(result.error_percent("total")) <= 10, result.to_dict()
@@ -58,7 +66,10 @@ def test_gemma_starter_model(settings):
 
     result = compare(ensure_starter_model(app_paths().models_dir), settings)
     _check(result)
-    assert result.actual.model.get("CPU_REPACK")  # the repacked Q4_K copy the estimate accounts for
+    # Without AMX the Q4_K matrices are repacked; with AMX they, the Q6_K/Q8_0 ones and the tied output matrix
+    # (the Q8_0 embeddings, 190 MiB) go to AMX instead.
+    copies = result.actual.model.get("AMX" if result.settings.cpu_amx else "CPU_REPACK", 0)
+    assert copies > (200 if result.settings.cpu_amx else 10) * MIB
 
 
 def test_quantized_v_without_flash_attention_is_a_probe_error(shapes):
@@ -67,7 +78,7 @@ def test_quantized_v_without_flash_attention_is_a_probe_error(shapes):
 
 
 def test_the_probe_reason_skips_lines_that_are_not_its_answer():
-    from app.services.estimate_bench import _probe_reason
+    from app.devtools.estimate_bench import _probe_reason
 
     assert _probe_reason('{"error": "out of memory"}\n' + "[" * 100_000 + "\n[1]\n" + '{"a":' * 100_000) == (
         "out of memory"

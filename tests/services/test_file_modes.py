@@ -43,12 +43,12 @@ def lenient_umask():
 
 
 def test_a_fresh_start_makes_private_folders_and_files(isolated_home, lenient_umask):
-    from app.core.chat import Message, Role
+    from app.core.chat.conversation import Message, Role
     from app.core.settings import Settings, save_settings
-    from app.services.bench_store import BenchStore
-    from app.services.conversations import ConversationStore
-    from app.services.download_jobs import JobStore
-    from app.services.library_cache import HeaderCache
+    from app.services.bench.store import BenchStore
+    from app.services.chat.history import ConversationStore
+    from app.services.downloads.jobs import JobStore
+    from app.services.library.cache import HeaderCache
     from app.services.logbuffer import install_logging, uninstall_logging
 
     start_window(isolated_home)
@@ -157,7 +157,7 @@ def test_the_window_tightens_what_an_earlier_version_left(isolated_home, tmp_pat
 def test_an_existing_database_and_its_journals_are_tightened_when_opened(tmp_path, lenient_umask):
     import sqlite3
 
-    from app.services.conversations import ConversationStore
+    from app.services.chat.history import ConversationStore
 
     db = tmp_path / "history.sqlite3"
     with ConversationStore(db) as store:

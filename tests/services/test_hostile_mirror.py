@@ -1,6 +1,6 @@
 """A Hub mirror (any HF_ENDPOINT) that lies: traversal file names and commit ids, NUL, absurd sizes, nested JSON.
 
-The real huggingface_hub-based downloader and the ``download`` command run against tests/hf_server.py playing
+The real huggingface_hub-based downloader and the ``download`` command run against tests/support/hf_server.py playing
 that mirror, in a models folder (``--dir``) and in the HF cache. A canary file where each hostile path would land
 must stay byte-identical (and not become a link); the legitimate names still download.
 """
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from app import commands_hub
+from app.cli import hub as commands_hub
 from app.core.remote_paths import RemotePathError
-from app.services.download_fetch import FetchPolicy
-from app.services.download_jobs import DONE, FAILED, DownloadJob, JobFile, hf_cache_dir, job_root
-from app.services.download_queue import DownloadManager
-from app.services.downloads import JobControl, run_job
-from app.services.hub import HubError, HubService
-from tests.hf_server import HubServer, Repo, random_bytes, use_hub
+from app.services.downloads.fetch import FetchPolicy
+from app.services.downloads.hub import HubError, HubService
+from app.services.downloads.jobs import DONE, FAILED, DownloadJob, JobFile, hf_cache_dir, job_root
+from app.services.downloads.manager import JobControl, run_job
+from app.services.downloads.queue import DownloadManager
+from tests.support.hf_server import HubServer, Repo, random_bytes, use_hub
 
 FAST = FetchPolicy(stall_s=1.0, max_retries=2, backoff_s=0.05)
 CANARY = b"precious bytes the mirror must never touch\n"
@@ -315,7 +315,7 @@ def test_a_hand_edited_queue_keeps_the_job_failed_and_never_runs_it(mirror, tmp_
 
 
 def test_placement_raises_the_remote_path_error(tmp_path):
-    from app.services.download_jobs import placement
+    from app.services.downloads.jobs import placement
 
     job = hand_made(tmp_path, "dir", path="../x.gguf")
     with pytest.raises(RemotePathError):
@@ -369,8 +369,8 @@ def model_layer(digest: object) -> str:
 
 
 def test_hostile_ollama_manifests_are_listed_with_their_error(tmp_path):
-    from app.services.library_files import WalkReport
-    from app.services.ollama_store import scan_ollama_store
+    from app.services.library.files import WalkReport
+    from app.services.library.ollama_store import scan_ollama_store
 
     store = tmp_path / "ollama"
     hex64 = "ab" * 32

@@ -1,13 +1,13 @@
-"""HubService with the real huggingface_hub client against the local Hub server (tests/hf_server.py)."""
+"""HubService with the real huggingface_hub client against the local Hub server (tests/support/hf_server.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.gguf_header import GgufFileError
-from app.services import hub as hub_module
-from app.services.hub import HubError, HubService, resolve_token
-from tests.hf_server import HubServer, Repo, random_bytes, use_hub
+from app.core.gguf.header import GgufFileError
+from app.services.downloads import hub as hub_module
+from app.services.downloads.hub import HubError, HubService, resolve_token
+from tests.support.hf_server import HubServer, Repo, random_bytes, use_hub
 
 
 @pytest.fixture
@@ -156,9 +156,9 @@ def test_token_from_settings_else_huggingface_hub_store(hub, monkeypatch):
 
 
 def test_remote_estimate_and_verdict_match_the_local_file(hub, tiny_gguf):
-    from app.core.fits import MachineMemory, fit_verdict
-    from app.core.gguf_header import read_gguf_header
-    from app.core.memory_estimate import EstimateSettings, estimate_memory
+    from app.core.gguf.header import read_gguf_header
+    from app.core.memory.estimate import EstimateSettings, estimate_memory
+    from app.core.memory.fit import MachineMemory, fit_verdict
 
     hub.add(Repo("TheOrg/Real-GGUF", {"tiny-F16.gguf": tiny_gguf.read_bytes()}, tags=["gguf"]))
     service = HubService()
@@ -178,10 +178,10 @@ def test_a_split_gguf_is_one_candidate_whose_estimate_counts_every_shard(hub, tm
 
     import gguf
 
-    from app.core.fits import MachineMemory
-    from app.core.gguf_header import read_gguf_header
-    from app.core.memory_estimate import EstimateSettings, estimate_memory
-    from tests.gguf_factory import write_tiny_gguf
+    from app.core.gguf.header import read_gguf_header
+    from app.core.memory.estimate import EstimateSettings, estimate_memory
+    from app.core.memory.fit import MachineMemory
+    from tests.support.gguf_factory import write_tiny_gguf
 
     for folder in ("whole", "split"):
         (tmp_path / folder).mkdir()

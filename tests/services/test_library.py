@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.services import library as library_module
-from app.services.library import LibraryError, LibraryRoots, ModelLibrary
-from tests.gguf_factory import write_tiny_gguf
+from app.services.library import index as library_module
+from app.services.library.index import LibraryError, LibraryRoots, ModelLibrary
+from tests.support.gguf_factory import write_tiny_gguf
 
 
 def tiny_parameter_count(path: Path) -> int:
-    from app.core.gguf_header import read_gguf_header
+    from app.core.gguf.header import read_gguf_header
 
     total = 0
     for tensor in read_gguf_header(path).tensors:
@@ -199,7 +199,7 @@ NESTED = ("[" * 100_000, '{"a":' * 100_000)
     ids=["nested-list", "nested-object", "nested-inside", "over-the-bound", "not-utf8"],
 )
 def test_nested_or_oversized_cache_is_rebuilt(layout, tmp_path, caplog, content, monkeypatch):
-    monkeypatch.setattr("app.services.library_cache.CACHE_MAX_BYTES", 1024 * 1024)
+    monkeypatch.setattr("app.services.library.cache.CACHE_MAX_BYTES", 1024 * 1024)
     cache_file = tmp_path / "cache.json"
     cache_file.write_bytes(content)
     scan = ModelLibrary(layout["roots"], cache_file).scan()
@@ -213,7 +213,7 @@ def test_nested_or_oversized_cache_is_rebuilt(layout, tmp_path, caplog, content,
     [(NESTED[0], "nested too deeply"), (NESTED[1], "nested too deeply"), ("[1]", "not a JSON object")],
 )
 def test_model_folder_with_a_broken_config_is_listed_with_its_error(layout, config, reason):
-    from app.services.library_details import entry_details
+    from app.services.library.details import entry_details
 
     (layout["models"] / "my-hf-model" / "config.json").write_text(config)
     scan = ModelLibrary(layout["roots"]).scan()
@@ -247,7 +247,7 @@ def test_safetensors_with_a_nested_header_is_listed_with_its_error(layout):
 
 
 def test_safetensors_header_above_16_mib_is_read_as_the_format_allows(tmp_path):
-    from app.services.library_files import MAX_SAFETENSORS_HEADER_BYTES, safetensors_parameter_count
+    from app.services.library.files import MAX_SAFETENSORS_HEADER_BYTES, safetensors_parameter_count
 
     header = {"__metadata__": {"note": "x" * (17 * 1024 * 1024)}, "w": {"dtype": "F16", "shape": [3, 5]}}
     path = tmp_path / "big-header.safetensors"
@@ -259,7 +259,7 @@ def test_safetensors_header_above_16_mib_is_read_as_the_format_allows(tmp_path):
 
 
 def test_safetensors_shape_of_the_wrong_type_is_a_damaged_header(tmp_path):
-    from app.services.library_files import safetensors_parameter_count
+    from app.services.library.files import safetensors_parameter_count
 
     path = tmp_path / "odd.safetensors"
     _write_safetensors_header(path, json.dumps({"w": {"dtype": "F16", "shape": 7}}).encode())

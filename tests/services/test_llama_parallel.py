@@ -1,4 +1,4 @@
-"""llama.cpp parallel sequences (``app.services.llama_parallel``) on the tiny real GGUF, and its bench rows."""
+"""llama.cpp parallel sequences (``app.backends.llamacpp.parallel``) on the tiny real GGUF, and its bench rows."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import os
 import psutil
 import pytest
 
-from app.core.bench_stats import BenchRow
-from app.core.bench_workload import BenchWorkload
-from app.services.bench_run import BenchTarget, run_bench
-from app.services.llama_parallel import ParallelLlama, ParallelLlamaError
-from app.services.nvml import NvmlReader
-from tests.fake_pynvml import FakePynvml
+from app.backends.llamacpp.parallel import ParallelLlama, ParallelLlamaError
+from app.core.bench.stats import BenchRow
+from app.core.bench.workload import BenchWorkload
+from app.services.bench.run import BenchTarget, run_bench
+from app.services.monitor.nvml import NvmlReader
+from tests.support.fake_pynvml import FakePynvml
 
 WORKLOAD = BenchWorkload(concurrencies=(1, 4), requests=6, max_tokens=6, warmup=1, prompt_words=(6, 20),
                          prompt_weights=(1.0, 1.0))  # fmt: skip
@@ -113,7 +113,7 @@ def test_bad_model_gives_skipped_rows(not_a_gguf, tmp_path):
 
 
 def test_a_nested_request_line_is_a_bad_request_not_a_crash():
-    from app.services.llama_parallel_worker import _admit
+    from app.backends.llamacpp.parallel_worker import _admit
 
     for line in ("[" * 100_000, '{"a":' * 100_000, "[1, 2]"):
         answer = _admit(None, line, 0.0)  # type: ignore[arg-type]  # refused before the engine is used

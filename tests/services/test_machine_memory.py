@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import psutil
 
-from app.services.machine_memory import read_machine_memory
-from app.services.nvml import GpuReading, GpuReadout
+from app.services.monitor.machine_memory import read_machine_memory
+from app.services.monitor.nvml import GpuReading, GpuReadout
 
 GIB = 1 << 30
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.backends.base import KvUsage
 from app.backends.llamacpp.backend import LlamaCppBackend
+from app.backends.protocol import KvUsage
 from app.core.params import LoadParams, SamplingParams
-from app.services.engine_processes import EngineTarget, llamacpp_target, vllm_target
-from app.services.monitor_sampler import MonitorSampler
-from app.services.nvml import NvmlReader
-from tests.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakePynvml
+from app.services.monitor.engine_processes import EngineTarget, llamacpp_target, vllm_target
+from app.services.monitor.nvml import NvmlReader
+from app.services.monitor.sampler import MonitorSampler
+from tests.support.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakePynvml
 
 METRICS = (Path(__file__).parents[1] / "data" / "vllm_metrics_real.txt").read_text()
 
@@ -282,7 +282,7 @@ def test_process_tree_counts_children_and_forgets_the_dead() -> None:
     import subprocess
     import sys
 
-    from app.services.engine_processes import ProcessTrees, rss_bytes
+    from app.services.monitor.engine_processes import ProcessTrees, rss_bytes
 
     code = (
         "import subprocess, sys, time; "

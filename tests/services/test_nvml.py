@@ -1,4 +1,4 @@
-"""NvmlReader against a fake pynvml that behaves like nvidia-ml-py (tests/fake_pynvml.py)."""
+"""NvmlReader against a fake pynvml that behaves like nvidia-ml-py (tests/support/fake_pynvml.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import pynvml
 import pytest
 
-from app.services.nvml import GpuProcess, GpuReadout, NvmlReader
-from tests.fake_pynvml import (
+from app.services.monitor.nvml import GpuProcess, GpuReadout, NvmlReader
+from tests.support.fake_pynvml import (
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_LIBRARY_NOT_FOUND,
     FakeGpu,
@@ -248,7 +248,7 @@ def test_real_pynvml_on_this_machine_never_raises() -> None:
 
 @pytest.mark.parametrize("value", [b"abc", "abc"])
 def test_name_types(value: object) -> None:
-    from app.services.nvml import _text
+    from app.services.monitor.nvml import _text
 
     assert _text(value) == "abc"
 

@@ -13,8 +13,9 @@ import httpx
 import ollama
 import pytest
 
-from app.core.modelfile import parse_modelfile
-from app.services.ollama_create import (
+from app.core.modelfile.parser import parse_modelfile
+from app.services.ollama.client import OllamaError, OllamaService
+from app.services.ollama.create import (
     CreatePlanError,
     CreateProgress,
     build_create_request,
@@ -24,8 +25,7 @@ from app.services.ollama_create import (
     plan_create,
     request_file_names,
 )
-from app.services.ollama_service import OllamaError, OllamaService
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 GGUF = b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 8
 

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from app.backends.ollama import DEFAULT_HOST, resolve_host
-from app.services.ollama_service import OllamaError, OllamaService, PullProgress
-from tests.fake_ollama import FakeOllama
+from app.services.ollama.client import OllamaError, OllamaService, PullProgress
+from tests.support.fake_ollama import FakeOllama
 
 
 def run(coro):

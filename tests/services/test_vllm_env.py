@@ -16,10 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.core.vllm_log import InstallProgress, PipProgressParser, classify_pip_failure
-from app.core.vllm_options import parse_version
+from app.core.vllm.log import InstallProgress, PipProgressParser, classify_pip_failure
+from app.core.vllm.options import parse_version
 from app.services.paths import app_paths
-from app.services.vllm_env import (
+from app.services.vllm.environment import (
     CPU_BREAKING_PACKAGES,
     VllmEnvironment,
     VllmInstallError,
@@ -27,7 +27,7 @@ from app.services.vllm_env import (
     has_nvidia_gpu,
     package_for_machine,
 )
-from tests.vllm_support import vllm_python, vllm_python_missing_reason
+from tests.support.vllm_support import vllm_python, vllm_python_missing_reason
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PIP_LOG = DATA / "vllm_pip_install.log"
@@ -249,7 +249,7 @@ def test_a_failed_pip_says_why_and_removes_the_half_made_env(tmp_path, fake_pip,
 def test_not_enough_disk_space_is_refused_before_starting(tmp_path, fake_pip, monkeypatch):
     base, calls = fake_pip
     full_disk = shutil.disk_usage(tmp_path)._replace(free=0)
-    monkeypatch.setattr("app.services.vllm_env.shutil.disk_usage", lambda _path: full_disk)
+    monkeypatch.setattr("app.services.vllm.environment.shutil.disk_usage", lambda _path: full_disk)
     with pytest.raises(VllmInstallError, match=r"Not enough disk space in .*: 0\.0 GiB free, vLLM needs about 6 GiB"):
         run(VllmEnvironment().install(tmp_path / "env", lambda _: None, nvidia=False, base_python=str(base)))
     assert calls() == []

@@ -19,15 +19,15 @@ import httpx
 import psutil
 import pytest
 
-from app.core.vllm_log import CrashCause, Phase
-from app.core.vllm_options import SECRET_MASK, VllmServerOptions
-from app.services.vllm_server import (
+from app.core.vllm.log import CrashCause, Phase
+from app.core.vllm.options import SECRET_MASK, VllmServerOptions
+from app.services.vllm.server import (
     VllmServer,
     VllmServerError,
     default_cpu_kv_cache_gib,
     free_port,
 )
-from tests.vllm_support import SESSION_API_KEY, SESSION_ENV, write_fake_vllm
+from tests.support.vllm_support import SESSION_API_KEY, SESSION_ENV, write_fake_vllm
 
 STARTUP_ORDER = [Phase.STARTING, Phase.LOADING_WEIGHTS, Phase.KV_CACHE, Phase.READY]
 
@@ -70,7 +70,7 @@ def health(base_url: str) -> int:
 
 @pytest.fixture
 def fake(tmp_path):
-    """(make_server, env): servers that run tests/vllm_support.py's fake api_server module."""
+    """(make_server, env): servers that run tests/support/vllm_support.py's fake api_server module."""
     env = write_fake_vllm(tmp_path / "fake")
     servers: list[VllmServer] = []
 

@@ -7,9 +7,10 @@ while the loop is running, as in the app, where the loop runs for the window's w
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
+
+from tests.support.waiting import until
 
 
 @pytest.fixture(scope="session")
@@ -48,28 +49,19 @@ async def _settle(timeout: float = 10.0) -> None:
             await asyncio.wait(late, timeout=timeout)
 
 
-async def until(predicate, timeout: float = 30.0) -> None:
-    """Let the loop run until ``predicate()`` is true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 def make_window(qloop):
     """``await make_window()`` builds a started main window; all are shut down after the test."""
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
+    from app.services.workstation import Workstation
     from app.ui.main_window import MainWindow
 
     windows = []
 
     async def make():
         paths = app_paths().ensure()
-        context = AppContext.create(paths, install_logging("INFO", None))
+        context = Workstation.create(paths, install_logging("INFO", None))
         window = MainWindow(context)
         window.show()
         windows.append(window)
@@ -90,19 +82,20 @@ def make_window(qloop):
 
 @pytest.fixture
 def make_standalone_panel(qloop, qtbot):
-    """Build a panel outside the main window, with its own AppContext: ``await make(build, size)`` where
+    """Build a panel outside the main window, with its own Workstation: ``await make(build, size)`` where
     ``build(context)`` returns the panel. Every panel is shut down and the spawned tasks drained at the end."""
     import shiboken6
 
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
+    from app.services.workstation import Workstation
     from app.ui.tasks import running_tasks
 
-    panels = []
+    panels, workstations = [], []
 
     async def make(build, size=(1100, 800)):
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
+        workstations.append(context)
         panel = build(context)
         qtbot.addWidget(panel)
         panel.resize(*size)
@@ -116,6 +109,8 @@ def make_standalone_panel(qloop, qtbot):
         for panel in panels:
             if shiboken6.isValid(panel):
                 await panel.shutdown()
+        for workstation in workstations:
+            await workstation.close()
         await until(lambda: not running_tasks(), timeout=60)
 
     qloop.run_until_complete(finish())

@@ -11,8 +11,8 @@ import pytest
 from PySide6.QtGui import QGuiApplication
 
 from app.ui.tasks import running_tasks
-from tests.fake_openai import FakeOpenAIServer
-from tests.ui.conftest import until
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.waiting import until
 
 KEY = "batch-key"
 
@@ -29,7 +29,7 @@ def fake():
 
 @pytest.fixture
 def make_panel(make_standalone_panel):
-    from app.ui.batch_panel import BatchPanel
+    from app.ui.pages.batch.panel import BatchPanel
 
     return lambda: make_standalone_panel(BatchPanel, (1000, 800))
 

@@ -7,11 +7,11 @@ import pytest
 from PySide6.QtCore import QItemSelectionModel
 from PySide6.QtGui import QGuiApplication
 
-from app.core.bench_stats import BenchRow
+from app.core.bench.stats import BenchRow
 from app.ui.tasks import running_tasks
-from tests.fake_ollama import FakeOllama
-from tests.fake_openai import FakeOpenAIServer
-from tests.ui.conftest import until
+from tests.support.fake_ollama import FakeOllama
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.waiting import until
 
 
 async def _idle() -> None:
@@ -20,7 +20,7 @@ async def _idle() -> None:
 
 @pytest.fixture
 def make_panel(make_standalone_panel):
-    from app.ui.bench_panel import BenchPanel
+    from app.ui.pages.bench.panel import BenchPanel
 
     return lambda: make_standalone_panel(BenchPanel, (1200, 800))
 
@@ -82,7 +82,7 @@ def test_llamacpp_bench_fills_table_charts_and_saved_runs(qloop, make_panel, lon
 
 
 def test_chart_draws_lines_only_with_rows(qloop, qtbot):
-    from app.ui.widgets.bench_chart import BenchChart
+    from app.ui.pages.bench.chart import BenchChart
 
     chart = BenchChart("latency")
     qtbot.addWidget(chart)
@@ -98,7 +98,7 @@ def test_chart_draws_lines_only_with_rows(qloop, qtbot):
 
 
 def test_axis_top_is_four_round_ticks():
-    from app.ui.widgets.bench_chart import axis_top
+    from app.ui.pages.bench.chart import axis_top
 
     assert [axis_top(v) for v in (58, 1430, 20400, 4000)] == [60, 1600, 24000, 4000]
 
@@ -148,7 +148,7 @@ def test_compare_two_saved_runs(qloop, make_panel):
         return {"target": {"backend": "vllm", "model": "tiny"}, "rows": [row.to_dict()], "machine": {}}
 
     async def scenario():
-        from app.services.bench_store import BenchStore
+        from app.services.bench.store import BenchStore
         from app.services.paths import app_paths
 
         store = BenchStore(app_paths().data_dir / "bench")
@@ -197,7 +197,7 @@ def test_cancel_stops_the_run_and_the_worker(qloop, make_panel, long_context_ggu
 
 def test_showing_a_saved_run_during_a_run_keeps_cancel(qloop, make_panel):
     async def scenario():
-        from app.services.bench_store import BenchStore
+        from app.services.bench.store import BenchStore
         from app.services.paths import app_paths
 
         saved = BenchRow("vllm", 8, requests=4, output_tokens=40, output_tokens_per_s=50.0)

@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from app.core.chat import MessageStatus, Role
+from app.core.chat.conversation import MessageStatus, Role
 from app.core.params import SamplingParams
-from tests.ui.conftest import until
+from app.services.engines.entries import EngineKind
+from app.services.engines.events import VllmEndpoint
+from tests.support.waiting import until
+
+
+def _engine(panel):
+    """The engine the chat page's chats run on now."""
+    return panel.host.engine(panel.workspace.engine)
 
 
 async def _load(panel, model):
@@ -20,7 +27,7 @@ async def _load(panel, model):
             or (panel.notice.isVisible() and not bar.progress.isVisible())
         )
     )
-    assert panel.backend.model is not None, panel.notice.text()
+    assert _engine(panel).model is not None, panel.notice.text()
 
 
 def _send(qtbot, panel, text):
@@ -117,7 +124,7 @@ def test_worker_killed_mid_reply_window_lives_and_model_reloads(qtbot, qloop, ma
         await _load(panel, long_context_gguf)
         _send(qtbot, panel, "tell me everything")
         await _streamed_text(panel)
-        panel.backend.kill_worker()
+        panel.host.llamacpp.kill_worker()
         await until(_reply_done(panel, 2))
         reply = _messages(panel)[1]
         assert reply.status is MessageStatus.FAILED and reply.content
@@ -146,7 +153,7 @@ def test_loading_while_generating_says_stop_first(qtbot, qloop, make_window, lon
         assert "Stop it (Esc)" in panel.notice.text()
         await until(_reply_done(panel, 2))
         assert _messages(panel)[1].status is MessageStatus.COMPLETE
-        assert panel.backend.model.name == "tiny-8k"
+        assert _engine(panel).model.name == "tiny-8k"
 
     qloop.run_until_complete(scenario())
 
@@ -178,7 +185,7 @@ def test_no_model_offers_starter_model(qtbot, qloop, make_window):
 
 
 def test_use_modelfile_in_chat_applies_preset_and_reports_gaps(qtbot, qloop, make_window, tiny_gguf):
-    from app.core.modelfile import parse_modelfile
+    from app.core.modelfile.parser import parse_modelfile
 
     text = (
         f"FROM {tiny_gguf}\nSYSTEM You are terse.\nMESSAGE user Hi\nMESSAGE assistant Hello.\n"
@@ -190,8 +197,8 @@ def test_use_modelfile_in_chat_applies_preset_and_reports_gaps(qtbot, qloop, mak
         window = await make_window()
         panel = window.chat_panel
         panel.apply_modelfile(parse_modelfile(text), "terse")
-        await until(lambda: panel.backend.model is not None)
-        assert panel.backend.model.n_ctx == 1024
+        await until(lambda: _engine(panel).model is not None)
+        assert _engine(panel).model.n_ctx == 1024
         conversation = panel.session.conversation
         assert conversation.title == "terse (preset)" and conversation.system_prompt == "You are terse."
         assert [(str(m.role), m.content) for m in conversation.messages] == [("user", "Hi"), ("assistant", "Hello.")]
@@ -205,7 +212,7 @@ def test_use_modelfile_in_chat_applies_preset_and_reports_gaps(qtbot, qloop, mak
 
 
 def test_ollama_is_a_third_engine_and_switching_keeps_the_chat(qtbot, qloop, make_window, tiny_gguf, monkeypatch):
-    from tests.fake_ollama import FakeOllama
+    from tests.support.fake_ollama import FakeOllama
 
     with FakeOllama() as fake:
         fake.add_model("llama3.2:latest")
@@ -218,11 +225,14 @@ def test_ollama_is_a_third_engine_and_switching_keeps_the_chat(qtbot, qloop, mak
             panel.sampling.set_params(SamplingParams(max_tokens=8, temperature=0.0))
             panel.model_bar.select("ollama:llama3.2:latest")
             await _load(panel, "ollama:llama3.2:latest")
-            assert panel.backend.kind == "ollama" and window.status.backend_label.text() == "Ollama: ready"
+            assert str(panel.workspace.engine) == "ollama" and window.status.backend_label.text() == "Ollama: ready"
             await _send_and_wait(qtbot, panel, "Hello Ollama", 2)
             assert _messages(panel)[1].backend == "ollama" and _messages(panel)[1].content
             await _load(panel, tiny_gguf)
-            assert panel.backend.kind == "llamacpp" and window.context.ollama_backend.model is None
+            assert (
+                str(panel.workspace.engine) == "llamacpp"
+                and window.context.host.engine(EngineKind.OLLAMA).model is None
+            )
             await _send_and_wait(qtbot, panel, "Hello llama.cpp", 4)
             assert [m.backend for m in _messages(panel)[1::2]] == ["ollama", "llamacpp"]
 
@@ -230,7 +240,7 @@ def test_ollama_is_a_third_engine_and_switching_keeps_the_chat(qtbot, qloop, mak
 
 
 def test_ollama_not_running_is_calm(qtbot, qloop, make_window, monkeypatch):
-    from tests.fake_ollama import FakeOllama
+    from tests.support.fake_ollama import FakeOllama
 
     monkeypatch.setenv("OLLAMA_HOST", FakeOllama.unused_host())
 
@@ -254,7 +264,7 @@ async def _send_and_wait(qtbot, panel, text, count):
 
 
 def test_vllm_chats_generate_at_once_and_keep_going_in_the_background(qtbot, qloop, make_window):
-    from tests.fake_openai import FakeOpenAIServer
+    from tests.support.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(models=("tiny-llama",)) as fake:
         fake.token_delay_s = 0.05  # each reply takes ~0.4 s, so the two overlap
@@ -262,11 +272,11 @@ def test_vllm_chats_generate_at_once_and_keep_going_in_the_background(qtbot, qlo
         async def scenario():
             window = await make_window()
             panel = window.chat_panel
-            panel.offer_vllm_server(fake.base_url, "tiny-llama", None)
+            panel.host.offer_vllm(VllmEndpoint(fake.base_url, "tiny-llama", None, "remote"))
             panel.sampling.set_params(SamplingParams(max_tokens=40, temperature=0.0))
             panel.model_bar.select("vllm:tiny-llama")
             await _load(panel, "vllm:tiny-llama")
-            assert panel.backend.kind == "vllm" and window.status.backend_label.text() == "vLLM: ready"
+            assert str(panel.workspace.engine) == "vllm" and window.status.backend_label.text() == "vLLM: ready"
             _send(qtbot, panel, "first chat, a long answer please")
             await until(lambda: panel.session.generating)
             first_chat = panel.session.conversation.id
@@ -276,8 +286,8 @@ def test_vllm_chats_generate_at_once_and_keep_going_in_the_background(qtbot, qlo
             await until(lambda: fake.max_in_flight >= 2)
             await until(_reply_done(panel, 2))
             assert _messages(panel)[1].status is MessageStatus.COMPLETE
-            await until(lambda: not panel._background)  # the first chat finished while hidden, and was saved
-            saved = await panel.context.store.load(first_chat)
+            await until(lambda: not panel.workspace.background)  # the first chat finished while hidden, and was saved
+            saved = await panel.workstation.store.load(first_chat)
             assert saved.messages[1].status is MessageStatus.COMPLETE and saved.messages[1].backend == "vllm"
             assert saved.messages[1].content == "You said: first chat, a long answer please"
             assert saved.messages[1].stats.completion_tokens == 8
@@ -288,7 +298,7 @@ def test_vllm_chats_generate_at_once_and_keep_going_in_the_background(qtbot, qlo
 def test_switching_a_chat_from_llamacpp_to_vllm_keeps_history_and_says_what_changes(
     qtbot, qloop, make_window, tiny_gguf
 ):
-    from tests.fake_openai import FakeOpenAIServer
+    from tests.support.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(models=("tiny-llama",)) as fake:
 
@@ -298,7 +308,7 @@ def test_switching_a_chat_from_llamacpp_to_vllm_keeps_history_and_says_what_chan
             panel.sampling.set_params(SamplingParams(max_tokens=6, temperature=0.0, typical_p=0.7))
             await _load(panel, tiny_gguf)
             await _send_and_wait(qtbot, panel, "hello", 2)
-            panel.offer_vllm_server(fake.base_url, "tiny-llama", None)
+            panel.host.offer_vllm(VllmEndpoint(fake.base_url, "tiny-llama", None, "remote"))
             panel.model_bar.select("vllm:tiny-llama")
             await _load(panel, "vllm:tiny-llama")
             assert "continues on vLLM" in panel.notice.text() and "typical_p" in panel.notice.text()

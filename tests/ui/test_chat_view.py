@@ -12,11 +12,11 @@ import pytest
 from PySide6.QtCore import QBuffer, QIODevice, QUrl
 from PySide6.QtGui import QColor, QFontDatabase, QGuiApplication, QImage, QPalette, QTextDocument
 
-from app.core import markdown_stream
-from app.core.chat import Message, MessageStatus, ReplyStats, Role
-from app.core.markdown_stream import LIVE_TABLE_ROWS
-from app.ui.widgets.chat_view import ChatView
-from tests.fake_http import FakeServer, TrackedHandler
+from app.core.chat import markdown as markdown_stream
+from app.core.chat.conversation import Message, MessageStatus, ReplyStats, Role
+from app.core.chat.markdown import LIVE_TABLE_ROWS
+from app.ui.pages.chat.transcript import ChatView
+from tests.support.fake_http import FakeServer, TrackedHandler
 
 CODE = 'def greet(name):\n    print(f"hello {name} <3")\n\n    return None'
 REPLY = f"""Here is **the answer**.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import shiboken6
 
-from app.services.download_jobs import DONE
+from app.services.downloads.jobs import DONE
 from app.ui.tasks import running_tasks
-from tests.hf_server import HubServer, Repo, random_bytes, use_hub
-from tests.ui.conftest import until
+from tests.support.hf_server import HubServer, Repo, random_bytes, use_hub
+from tests.support.waiting import until
 
 
 @pytest.fixture
@@ -38,14 +38,14 @@ def hub(monkeypatch, tmp_path, tiny_gguf):
 def make_panels(qloop, qtbot):
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
-    from app.ui.discover_panel import DiscoverPanel
-    from app.ui.downloads_panel import DownloadsPanel
+    from app.services.workstation import Workstation
+    from app.ui.pages.models.discover import DiscoverPanel
+    from app.ui.pages.models.downloads import DownloadsPanel
 
     made = []
 
     async def make():
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
         downloads = DownloadsPanel(context)
         discover = DiscoverPanel(context, downloads)
         for widget in (downloads, discover):
@@ -157,9 +157,9 @@ def test_an_unexpected_estimate_error_is_shown_and_the_other_rows_go_on(
 ):
     import dataclasses
 
-    from app.core.fits import MachineMemory
-    from app.services import machine_memory
-    from app.services.hub import HubService
+    from app.core.memory.fit import MachineMemory
+    from app.services.downloads.hub import HubService
+    from app.services.monitor import machine_memory
 
     files = {"a-odd-Q2_K.gguf": _odd_gguf(tmp_path / "odd.gguf"), "tiny-F16.gguf": tiny_gguf.read_bytes()}
     hub.add(Repo("org/Odd-GGUF", files, tags=["gguf"]))
@@ -191,7 +191,7 @@ def test_an_unexpected_estimate_error_is_shown_and_the_other_rows_go_on(
 
 
 def test_queueing_that_fails_says_why_and_never_queued(qloop, make_panels, hub, monkeypatch):
-    from app.services.download_queue import DownloadManager
+    from app.services.downloads.queue import DownloadManager
 
     def refuse(manager, job):
         raise OSError(28, "No space left on device")

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from app.services.download_jobs import DONE, FAILED, PAUSED
-from app.services.hub import HubService
-from tests.hf_server import HubServer, Repo, random_bytes, use_hub
-from tests.ui.conftest import until
+from app.services.downloads.hub import HubService
+from app.services.downloads.jobs import DONE, FAILED, PAUSED
+from tests.support.hf_server import HubServer, Repo, random_bytes, use_hub
+from tests.support.waiting import until
 
 BIG = "big-Q4_K_M.gguf"
 
@@ -25,7 +25,7 @@ def hub(monkeypatch, tmp_path):
 
 @pytest.fixture
 def make_panel(make_standalone_panel):
-    from app.ui.downloads_panel import DownloadsPanel
+    from app.ui.pages.models.downloads import DownloadsPanel
 
     async def make():
         panel = await make_standalone_panel(DownloadsPanel, (1000, 500))

@@ -7,7 +7,13 @@ import logging
 
 import pytest
 
-from tests.ui.conftest import until
+from app.services.engines.events import VllmEndpoint
+from tests.support.waiting import until
+
+
+def _engine(panel):
+    """The engine the chat page's chats run on now."""
+    return panel.host.engine(panel.workspace.engine)
 
 
 def test_navigation_shows_every_panel(qloop, make_window):
@@ -73,7 +79,7 @@ def test_broken_settings_file_is_kept_and_explained(qloop, make_window, isolated
 def test_status_bar_switcher_moves_the_chat_to_another_engine(qloop, make_window, tiny_gguf):
     from PySide6.QtWidgets import QMenu
 
-    from tests.fake_openai import FakeOpenAIServer
+    from tests.support.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(models=("tiny-llama",)) as fake:
 
@@ -81,13 +87,13 @@ def test_status_bar_switcher_moves_the_chat_to_another_engine(qloop, make_window
             window = await make_window()
             panel = window.chat_panel
             panel.model_bar.select(str(tiny_gguf))
-            panel.offer_vllm_server(fake.base_url, "tiny-llama", None)
+            panel.host.offer_vllm(VllmEndpoint(fake.base_url, "tiny-llama", None, "remote"))
             window.status.backend_label.click()
             menu = window.findChildren(QMenu)[-1]
             labels = [a.text() for a in menu.actions()]
             assert "vLLM · tiny-llama" in labels and tiny_gguf.name in labels
             next(a for a in menu.actions() if a.text() == "vLLM · tiny-llama").trigger()
-            await until(lambda: panel.backend.kind == "vllm" and panel.backend.model is not None)
+            await until(lambda: str(panel.workspace.engine) == "vllm" and _engine(panel).model is not None)
             assert window.status.backend_label.text() == "vLLM: ready"
             menu.close()
 

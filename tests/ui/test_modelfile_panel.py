@@ -7,12 +7,12 @@ import os
 import pytest
 from PySide6.QtCore import Qt
 
-from app.core.go_template import render_ollama_prompt
-from app.core.modelfile import ModelfileError, parse_modelfile
-from app.core.modelfile_params import format_params
+from app.core.modelfile.go_template import render_ollama_prompt
+from app.core.modelfile.params import format_params
+from app.core.modelfile.parser import ModelfileError, parse_modelfile
 from app.ui.tasks import running_tasks
-from tests.fake_ollama import FakeOllama
-from tests.ui.conftest import until
+from tests.support.fake_ollama import FakeOllama
+from tests.support.waiting import until
 
 CHATML = (
     'TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}\n'
@@ -31,11 +31,11 @@ def make_panel(qloop, qtbot):
     """``await make_panel()`` builds a shown, started Modelfile panel on an isolated home."""
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
-    from app.ui.modelfile_panel import ModelfilePanel
+    from app.services.workstation import Workstation
+    from app.ui.pages.modelfiles.panel import ModelfilePanel
 
     async def make(ollama_host: str | None = None):
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
         context.settings.ollama_host = ollama_host or FakeOllama.unused_host()
         panel = ModelfilePanel(context)
         qtbot.addWidget(panel)
@@ -482,7 +482,7 @@ def test_form_edit_right_after_typing_keeps_both(qtbot, qloop, make_panel):
 def test_highlighter_follows_ollamas_lexing(qtbot, qloop, make_panel):
     from PySide6.QtGui import QFont
 
-    from app.ui.widgets.modelfile_highlighter import error_color
+    from app.ui.pages.modelfiles.editor import error_color
 
     async def scenario():
         panel = await make_panel()

@@ -11,11 +11,11 @@ from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QFontDatabase
 from PySide6.QtWidgets import QMessageBox
 
-from app.services import library as library_module
-from app.ui.models_table import ENTRY_ROLE
-from tests.gguf_factory import CHATML_TEMPLATE
+from app.services.library import index as library_module
+from app.ui.pages.models.table import ENTRY_ROLE
 from tests.services.test_library import add_ollama_model, write_hf_folder
-from tests.ui.conftest import until
+from tests.support.gguf_factory import CHATML_TEMPLATE
+from tests.support.waiting import until
 
 
 @pytest.fixture
@@ -240,7 +240,7 @@ def test_rescan_finds_a_new_file_and_keeps_the_selection(qloop, make_window, lib
 def test_memory_bars_paint_in_the_palette_colours(qtbot, dark):
     from PySide6.QtGui import QColor, QPalette
 
-    from app.ui.widgets.memory_bars import BarRow, MemoryBars, segment_colors
+    from app.ui.pages.models.memory_bars import BarRow, MemoryBars, segment_colors
 
     bars = MemoryBars()
     qtbot.addWidget(bars)
@@ -276,10 +276,10 @@ def test_folder_problems_are_shown_under_the_table(qloop, make_window, library, 
 
 @pytest.mark.parametrize("has_gpu", [False, True])
 def test_estimator_without_a_gpu_runs_everything_from_ram(qloop, qtbot, monkeypatch, tiny_gguf, has_gpu):
-    from app.core.fits import MachineMemory
-    from app.core.gguf_header import read_gguf_header
-    from app.ui import models_estimator
-    from app.ui.models_estimator import ModelEstimator
+    from app.core.gguf.header import read_gguf_header
+    from app.core.memory.fit import MachineMemory
+    from app.ui.pages.models import estimator as models_estimator
+    from app.ui.pages.models.estimator import ModelEstimator
 
     gib = 1 << 30
     gpu = (("Fake GPU",), (8 * gib,), (8 * gib,)) if has_gpu else ((), (), ())

@@ -11,14 +11,14 @@ import pytest
 import shiboken6
 from PySide6.QtGui import QColor, QPalette
 
-from app.backends.base import KvUsage
-from app.core.monitor_alerts import Alert
-from app.core.monitor_snapshot import MonitorSnapshot, RamReading
-from app.services.engine_processes import EngineTarget, vllm_target
-from app.services.monitor_sampler import MonitorSampler
-from app.services.nvml import NvmlReader
-from tests.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakePynvml
-from tests.ui.conftest import until
+from app.backends.protocol import KvUsage
+from app.core.monitor.alerts import Alert
+from app.core.monitor.snapshot import MonitorSnapshot, RamReading
+from app.services.monitor.engine_processes import EngineTarget, vllm_target
+from app.services.monitor.nvml import NvmlReader
+from app.services.monitor.sampler import MonitorSampler
+from tests.support.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakePynvml
+from tests.support.waiting import until
 
 METRICS = (Path(__file__).parents[1] / "data" / "vllm_metrics_real.txt").read_text()
 GIB = 1024**3
@@ -41,7 +41,7 @@ def engines() -> list[EngineTarget]:
 
 @pytest.fixture
 def make_panel(make_standalone_panel):
-    from app.ui.monitor_panel import MonitorPanel
+    from app.ui.pages.monitor.panel import MonitorPanel
 
     async def make(fake: FakePynvml, targets=engines):
         def build(context):
@@ -191,8 +191,8 @@ def test_window_has_the_monitor_page_and_alerts_reach_the_status_bar(qloop, make
 
 
 def test_kv_grid_aggregation_and_chart_colours() -> None:
-    from app.ui.widgets.chart import series_colors
-    from app.ui.widgets.kv_grid import grid_cells
+    from app.ui.pages.monitor.kv_grid import grid_cells
+    from app.ui.widgets.timeseries_chart import series_colors
 
     assert grid_cells(100, 50) == (100, 50, 1)
     assert grid_cells(8192, 64) == (1639, 13, 5)
@@ -208,11 +208,11 @@ def test_kv_grid_aggregation_and_chart_colours() -> None:
 def test_a_panel_deleted_without_shutdown_stops_sampling(qloop, qtbot) -> None:
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
-    from app.ui.monitor_panel import MonitorPanel
+    from app.services.workstation import Workstation
+    from app.ui.pages.monitor.panel import MonitorPanel
 
     async def scenario():
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
         panel = MonitorPanel(
             context, targets=lambda: [], sampler_factory=sampler_factory(FakePynvml([])), autostart=False
         )
@@ -230,11 +230,11 @@ def test_a_panel_deleted_without_shutdown_stops_sampling(qloop, qtbot) -> None:
 def test_interval_and_prometheus_come_from_settings_and_changes_are_saved(qloop, qtbot) -> None:
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
-    from app.ui.monitor_panel import MonitorPanel
+    from app.services.workstation import Workstation
+    from app.ui.pages.monitor.panel import MonitorPanel
 
     async def scenario():
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
         context.settings.monitor_interval_s = 0.25
         context.settings.prometheus_enabled = True
         context.settings.prometheus_port = _free_port()
@@ -263,7 +263,7 @@ def test_real_llamacpp_worker_cells_reach_the_engines_view(qloop, make_panel, ti
     """A snapshot taken by the real sampler from a real llama.cpp worker after a chat turn, drawn by the views."""
     from app.backends.llamacpp.backend import LlamaCppBackend
     from app.core.params import LoadParams, SamplingParams
-    from app.services.engine_processes import llamacpp_target
+    from app.services.monitor.engine_processes import llamacpp_target
 
     backend = LlamaCppBackend()
 
@@ -299,7 +299,7 @@ def test_real_vllm_under_load_fills_the_kv_grid(qloop, make_standalone_panel, vl
     caption show the used blocks and running requests."""
     import threading
 
-    from app.ui.monitor_panel import MonitorPanel
+    from app.ui.pages.monitor.panel import MonitorPanel
 
     url, model = vllm_server.base_url, vllm_server.served_model_name
     stop = threading.Event()
@@ -349,7 +349,7 @@ def test_a_remote_chat_url_never_gets_the_local_servers_pid() -> None:
     from types import SimpleNamespace
 
     from app.backends.llamacpp.backend import LlamaCppBackend
-    from app.ui.monitor_panel import monitor_targets
+    from app.ui.pages.monitor.panel import monitor_targets
 
     backend = LlamaCppBackend()  # no worker: no llama.cpp target
     server = SimpleNamespace(pid=4242, ready=True, base_url="http://127.0.0.1:8000")
@@ -381,7 +381,7 @@ def test_save_dialogs_are_deleted_when_closed(qloop, make_panel) -> None:
 
 
 def test_chart_leaves_gaps_for_missing_values(qtbot) -> None:
-    from app.ui.widgets.chart import ChartWidget, gap_segments, series_colors
+    from app.ui.widgets.timeseries_chart import ChartWidget, gap_segments, series_colors
 
     points = [(0.0, 1.0), (1.0, 2.0), (2.0, None), (3.0, None), (4.0, 3.0), (5.0, None), (6.0, 4.0), (7.0, 5.0)]
     assert gap_segments(points) == [[(0.0, 1.0), (1.0, 2.0)], [(4.0, 3.0)], [(6.0, 4.0), (7.0, 5.0)]]

@@ -9,8 +9,8 @@ import shiboken6
 from PySide6.QtWidgets import QApplication
 
 from app.ui.tasks import running_tasks
-from tests.fake_ollama import FakeOllama
-from tests.ui.conftest import until
+from tests.support.fake_ollama import FakeOllama
+from tests.support.waiting import until
 
 GB = 1_000_000_000
 
@@ -31,13 +31,13 @@ def make_panel(qloop, qtbot):
     """``await make_panel(host)`` builds a shown, started panel on an isolated home."""
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
-    from app.ui.ollama_models_panel import OllamaModelsPanel
+    from app.services.workstation import Workstation
+    from app.ui.pages.models.ollama import OllamaModelsPanel
 
     panels = []
 
     async def make(host: str):
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
         context.settings.ollama_host = host
         panel = OllamaModelsPanel(context)
         qtbot.addWidget(panel)

@@ -13,13 +13,13 @@ import pytest
 import shiboken6
 from PySide6.QtGui import QGuiApplication
 
-from app.core.vllm_log import InstallProgress, Phase, PipProgressParser, StartupTracker, classify_crash
-from app.core.vllm_options import VllmServerOptions, docker_command, serve_argv, serve_env, shell_command
-from app.services.vllm_env import VllmInstall, VllmInstallError
-from app.services.vllm_server import VllmServerError
+from app.core.vllm.log import InstallProgress, Phase, PipProgressParser, StartupTracker, classify_crash
+from app.core.vllm.options import VllmServerOptions, docker_command, serve_argv, serve_env, shell_command
+from app.services.vllm.environment import VllmInstall, VllmInstallError
+from app.services.vllm.server import VllmServerError
 from app.ui.tasks import running_tasks
-from tests.fake_openai import FakeOpenAIServer
-from tests.ui.conftest import until
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.waiting import until
 
 DATA = Path(__file__).parents[1] / "data"
 STARTUP_LINES = (DATA / "vllm_startup.log").read_text(encoding="utf-8").splitlines()
@@ -111,13 +111,13 @@ def make_panel(qloop, qtbot):
     """``await make_panel(**kwargs)`` builds a shown, started VllmPanel on an isolated home."""
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
-    from app.ui.context import AppContext
-    from app.ui.vllm_panel import VllmPanel
+    from app.services.workstation import Workstation
+    from app.ui.pages.vllm.panel import VllmPanel
 
     panels = []
 
     async def make(settings: dict | None = None, **kwargs):
-        context = AppContext.create(app_paths().ensure(), install_logging("INFO", None))
+        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
         for name, value in (settings or {}).items():
             setattr(context.settings, name, value)
         kwargs.setdefault("detector", lambda python: FAKE_INSTALL if python in ("", str(FAKE_INSTALL.python)) else None)
@@ -163,7 +163,7 @@ def _record(signal) -> list[tuple]:
 
 
 def test_detect_shows_the_version_of_the_real_vllm_interpreter(qloop, make_panel, vllm_python_path):
-    from app.services.vllm_env import VllmEnvironment
+    from app.services.vllm.environment import VllmEnvironment
 
     expected = VllmEnvironment(Path(vllm_python_path)).detect()
     assert expected is not None

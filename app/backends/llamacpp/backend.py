@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.backends.base import (
+from app.backends.llamacpp import protocol
+from app.backends.llamacpp.process import WorkerProcess, describe_exit
+from app.backends.protocol import (
     BackendBase,
     BackendBusyError,
     BackendError,
@@ -22,13 +24,11 @@ from app.backends.base import (
     ModelLoadError,
     StateKind,
 )
-from app.backends.llamacpp import protocol
-from app.backends.llamacpp.process import WorkerProcess, describe_exit
-from app.core.chat import ReplyStats
+from app.core.chat.conversation import ReplyStats
 from app.core.errors import InvalidInputError
-from app.core.fits import MachineMemory
-from app.core.gguf_header import GgufFileError, read_gguf_header
+from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.load_checks import context_beyond_training, memory_refusal
+from app.core.memory.fit import MachineMemory
 from app.core.params import LoadParams, SamplingParams
 
 log = logging.getLogger("app.backends.llamacpp")
@@ -48,7 +48,7 @@ class _WorkerError(BackendError):
 
     def __init__(self, event: dict[str, Any]) -> None:
         super().__init__(event.get("message", "the llama.cpp worker failed"))
-        self.kind = event.get("kind")
+        self.worker_kind = event.get("kind")  # the worker protocol's error kind (ERR_*)
         self.model_kept = bool(event.get("loaded"))
 
 
@@ -154,7 +154,7 @@ class LlamaCppBackend(BackendBase):
             self._set_state(state.kind, state.detail)
         else:
             self._set_state(StateKind.FAILED, str(exc))
-        if isinstance(exc, _WorkerError) and exc.kind in _BAD_REQUEST_KINDS:
+        if isinstance(exc, _WorkerError) and exc.worker_kind in _BAD_REQUEST_KINDS:
             return LoadRefusedError(str(exc))
         return ModelLoadError(str(exc))
 

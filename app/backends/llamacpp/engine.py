@@ -21,12 +21,12 @@ from app.backends.llamacpp.protocol import (
     ERR_PROMPT_TOO_LONG,
     ERR_TEMPLATE,
 )
-from app.core.chat_format import choose_chat_format
-from app.core.fits import MachineMemory
-from app.core.gguf_header import GgufFileError, GgufHeader, read_gguf_header
+from app.core.chat.formats import choose_chat_format
+from app.core.chat.prompt_errors import prompt_too_long_message
+from app.core.gguf.header import GgufFileError, GgufHeader, read_gguf_header
 from app.core.load_checks import memory_refusal
+from app.core.memory.fit import MachineMemory
 from app.core.params import GGML_TYPE_IDS, LoadParams, SamplingParams
-from app.core.prompt_errors import prompt_too_long_message
 
 _TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 
@@ -292,5 +292,8 @@ def ram_only_machine() -> MachineMemory:
     """This machine as a build without GPU offload sees it: everything in system RAM."""
     import psutil
 
+    from app.backends.llamacpp.cpu_features import llama_cpp_uses_amx
+
     ram = psutil.virtual_memory()
-    return MachineMemory((), (), (), int(ram.total), int(ram.available), "this llama.cpp build cannot offload")
+    reason = "this llama.cpp build cannot offload"
+    return MachineMemory((), (), (), int(ram.total), int(ram.available), reason, cpu_amx=llama_cpp_uses_amx())

@@ -1,0 +1,188 @@
+"""The one seam between the app and its engines: what the UI and services may rely on."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from app.core.chat.conversation import ReplyStats
+from app.core.errors import AppError, ErrorKind
+from app.core.params import LoadParams, SamplingParams
+
+
+class BackendError(AppError):
+    """A failure a person should read: the message says what happened and what to do next."""
+
+    kind = ErrorKind.ENGINE_FAILED
+
+
+class ModelLoadError(BackendError):
+    pass
+
+
+class BackendBusyError(BackendError):
+    kind = ErrorKind.BUSY
+
+
+class GenerationError(BackendError):
+    """Generation failed part-way; ``partial`` holds what was produced before the failure."""
+
+    def __init__(self, message: str, partial: str = "") -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+class StateKind(StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    GENERATING = "generating"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class BackendState:
+    kind: StateKind
+    detail: str = ""
+
+    def label(self) -> str:
+        return f"{self.kind}: {self.detail}" if self.detail else str(self.kind)
+
+
+@dataclass(frozen=True)
+class KvUsage:
+    used_cells: int
+    total_cells: int
+    per_sequence: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def fraction(self) -> float:
+        return self.used_cells / self.total_cells if self.total_cells else 0.0
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: str
+    name: str
+    architecture: str | None
+    n_ctx: int
+    n_ctx_train: int | None
+    n_gpu_layers: int
+    chat_format: str | None
+    chat_format_reason: str
+    load_seconds: float
+    gpu_offload_supported: bool
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of a streamed reply."""
+
+    text: str
+
+
+StateListener = Callable[[BackendState], None]
+
+
+class BackendBase:
+    """What every backend shares: its state and the listeners told of changes, the loaded model, the last
+    reply's figures and the KV usage it left."""
+
+    kind = "base"
+
+    def __init__(self) -> None:
+        self._state = BackendState(StateKind.STOPPED)
+        self._listeners: list[StateListener] = []
+        self._model: ModelInfo | None = None
+        self._stats: ReplyStats | None = None
+        self._kv: KvUsage | None = None
+
+    @property
+    def state(self) -> BackendState:
+        return self._state
+
+    @property
+    def model(self) -> ModelInfo | None:
+        return self._model
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        self._listeners.append(listener)
+
+    def stats(self) -> ReplyStats | None:
+        return self._stats
+
+    def kv_usage(self) -> KvUsage | None:
+        return self._kv
+
+    def _set_state(self, kind: StateKind, detail: str = "") -> None:
+        self._state = BackendState(kind, detail)
+        for listener in list(self._listeners):
+            listener(self._state)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    kind: str
+
+    @property
+    def state(self) -> BackendState: ...
+
+    @property
+    def model(self) -> ModelInfo | None: ...
+
+    def add_state_listener(self, listener: StateListener) -> None: ...
+
+    async def load(self, model: str, params: LoadParams) -> ModelInfo: ...
+
+    async def unload(self) -> None: ...
+
+    def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> AsyncIterator[Delta]:
+        """Yield the reply; cancelling the consuming task (or closing the iterator) stops at the next token."""
+        ...
+
+    def stop(self) -> None:
+        """Stop every reply in flight on this engine at its next token."""
+        ...
+
+    def stats(self) -> ReplyStats | None: ...
+
+    def kv_usage(self) -> KvUsage | None: ...
+
+    async def close(self) -> None: ...
+
+
+# --- optional capabilities, checked with isinstance ----------------------------------------------------------
+@runtime_checkable
+class ReplyHandle(Protocol):
+    """A streamed reply with its own ``stop()`` and figures (engines that run several replies at once)."""
+
+    @property
+    def stats(self) -> ReplyStats | None: ...
+
+    def stop(self) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[Delta]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ConcurrentChats(Protocol):
+    """An engine on which several ``stream_chat`` calls may run at once, each a ``ReplyHandle``."""
+
+    @property
+    def active_chats(self) -> int: ...
+
+
+@runtime_checkable
+class WorkerProcessBackend(Protocol):
+    """An engine that runs in a child process of the app, with live token counts (the monitor reads them)."""
+
+    @property
+    def worker_pid(self) -> int | None: ...
+
+    @property
+    def generated_tokens_total(self) -> int: ...

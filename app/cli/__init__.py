@@ -1,0 +1,108 @@
+"""The command line: ``llm-workstation <verb>``; with no verb it opens the window."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from app import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llm-workstation", description="Run large language models on this machine: chat, serve, monitor."
+    )
+    parser.add_argument("--version", action="version", version=f"llm-workstation {__version__}")
+    parser.add_argument("--screenshot", metavar="FILE", help="render the main window offscreen to a PNG and exit")
+    parser.add_argument("--smoke", action="store_true", help="build the window, process events, exit 0")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    _add_chat(verbs)
+    _add_bench(verbs)
+    _add_starter(verbs)
+    for module in _verb_modules():
+        module.add_parser(verbs)
+    return parser
+
+
+# Modules that add verbs: each has ``VERBS`` (the verb names it handles), ``add_parser(verbs)`` and
+# ``run(args) -> int``; one with ``BENCH_KINDS`` also has ``add_bench_parser(kinds)`` and ``run_bench(args)``.
+VERB_MODULES = (
+    "batch",
+    "modelfile",
+    "ollama",
+    "desktop",
+    "models",
+    "bench",
+    "inspect",
+    "monitor",
+    "hub",
+    "render",
+)
+
+
+def _verb_modules() -> list:
+    import importlib
+
+    return [importlib.import_module(f"app.cli.{name}") for name in VERB_MODULES]
+
+
+def _add_chat(verbs: argparse._SubParsersAction) -> None:
+    chat = verbs.add_parser("chat", help="chat with a GGUF model through the llama.cpp worker")
+    chat.add_argument("model", help="path to a .gguf file")
+    chat.add_argument("-p", "--prompt", required=True, help="the user message")
+    chat.add_argument("--system", default="", help="a system prompt")
+    chat.add_argument("--max-tokens", type=int, default=256)
+    chat.add_argument("--temperature", type=float, default=0.7)
+    chat.add_argument("--seed", type=int, default=None)
+    chat.add_argument("--ctx", type=int, default=4096, help="context size in tokens (n_ctx)")
+    chat.add_argument("--chat-format", default=None, help="override the chat format (e.g. gemma, chatml, llama-3)")
+    chat.add_argument("--gpu-layers", type=int, default=None, help="layers to offload (default: all when possible)")
+    chat.add_argument("--json", action="store_true", help="print the reply's figures as JSON on the last line")
+
+
+def _add_bench(verbs: argparse._SubParsersAction) -> None:
+    bench = verbs.add_parser("bench", help="benchmarks")
+    kinds = bench.add_subparsers(dest="bench_kind", metavar="KIND", required=True)
+    chat = kinds.add_parser("chat", help="decode tok/s and TTFT: the app's worker path against raw llama-cpp-python")
+    chat.add_argument("model", help="path to a .gguf file")
+    chat.add_argument("--ctx", type=int, default=2048)
+    chat.add_argument("--max-tokens", type=int, default=128)
+    chat.add_argument("--runs", type=int, default=5, help="measured repetitions per path (after one warm-up)")
+    chat.add_argument("--chat-format", default=None)
+    chat.add_argument("--threads", type=int, default=None)
+    chat.add_argument("--json", action="store_true")
+    start = kinds.add_parser("startup", help="cold start to main window shown, and idle memory")
+    start.add_argument("--runs", type=int, default=5)
+    start.add_argument("--json", action="store_true")
+    for module in _verb_modules():
+        if hasattr(module, "BENCH_KINDS"):
+            module.add_bench_parser(kinds)
+
+
+def _add_starter(verbs: argparse._SubParsersAction) -> None:
+    starter = verbs.add_parser("starter-model", help="write the starter model (Gemma 3 270M) into the models folder")
+    starter.add_argument("--dir", default=None, help="target folder (default: the app's models folder)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from app.services.paths import secure_app_files
+
+    secure_app_files()  # what earlier versions left readable by others becomes owner-only (window and CLI)
+    if args.verb is None:
+        from app.ui.app import run_gui
+
+        return run_gui(screenshot=args.screenshot, smoke=args.smoke)
+    for module in _verb_modules():
+        if args.verb == "bench" and args.bench_kind in getattr(module, "BENCH_KINDS", ()):
+            return int(module.run_bench(args))
+        if args.verb in getattr(module, "VERBS", ()):
+            return int(module.run(args))
+    from app.cli import chat as commands
+
+    return commands.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

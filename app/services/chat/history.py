@@ -1,0 +1,510 @@
+"""The conversation history: an SQLite store (WAL mode) and an asyncio wrapper that keeps disk I/O off the GUI thread.
+
+Every write commits at once. With WAL and ``synchronous=NORMAL`` a committed write survives the process being
+killed (not a power cut), so a sent user message and the last saved part of a streaming reply are never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+from app.core import safe_json
+from app.core.chat.conversation import Conversation, Message, MessageStatus, ReplyStats, Role
+from app.services.paths import private_database
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class ConversationStoreError(Exception):
+    """The history cannot be read or written; the message says what happened and what to do."""
+
+
+class NotFoundError(ConversationStoreError, LookupError):
+    """No conversation or message with the given id."""
+
+
+# --- schema -----------------------------------------------------------------------------------------------------
+
+
+def _to_v1(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY,
+            title TEXT NOT NULL,
+            system_prompt TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )"""
+    )
+    conn.execute(
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL,
+            model TEXT,
+            backend TEXT,
+            settings_json TEXT NOT NULL DEFAULT '{}',
+            stats_json TEXT,
+            error TEXT,
+            created_at REAL NOT NULL,
+            UNIQUE (conversation_id, position)
+        )"""
+    )
+    conn.execute("CREATE INDEX conversations_by_update ON conversations(updated_at)")
+
+
+# _MIGRATIONS[n] takes a database from schema version n to n + 1; append new steps, never edit old ones.
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1,)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection, path: Path | str = "the database") -> int:
+    """Bring the schema up to ``SCHEMA_VERSION``, one committed step at a time; returns the version reached.
+
+    The connection must be in autocommit mode (``isolation_level=None``). A database written by a newer
+    version of the app raises ``ConversationStoreError`` and is left as it is.
+    """
+    while True:
+        conn.execute("BEGIN IMMEDIATE")  # re-read the version under the write lock: another process may migrate too
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise ConversationStoreError(
+                    f"The conversation history at {path} was written by a newer version of LLM Workstation "
+                    f"(schema {version}; this version reads up to {SCHEMA_VERSION}). Update the app, or move the "
+                    "file aside to start a new history."
+                )
+            if version == SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return version
+            _MIGRATIONS[version](conn)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+# --- errors -----------------------------------------------------------------------------------------------------
+
+_DAMAGED = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
+
+
+def _damaged_error(path: Path, detail: object) -> ConversationStoreError:
+    return ConversationStoreError(
+        f"The conversation history at {path} is damaged or is not an LLM Workstation database ({detail}). "
+        "The file was left untouched: move it aside to start a new history "
+        "(`sqlite3 FILE .recover` may rescue its contents)."
+    )
+
+
+def _store_error(path: Path, exc: sqlite3.Error) -> ConversationStoreError:
+    if getattr(exc, "sqlite_errorname", None) in _DAMAGED:
+        return _damaged_error(path, exc)
+    return ConversationStoreError(f"Could not read or write the conversation history at {path}: {exc}")
+
+
+@contextmanager
+def _translated(path: Path) -> Iterator[None]:
+    """Turn sqlite3 errors into ``ConversationStoreError``s that name the file."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _store_error(path, exc) from exc
+
+
+# --- opening ----------------------------------------------------------------------------------------------------
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        private_database(path)  # owner-only, and so its -wal and -shm files
+        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise ConversationStoreError(
+            f"Cannot open the conversation history at {path}: {exc}. Check that the folder exists and is "
+            "writable, or move the file aside to start a new history."
+        ) from exc
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _check_and_configure(conn: sqlite3.Connection, path: Path) -> None:
+    # Read-only check first: nothing is written to a file we cannot read.
+    problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        raise _damaged_error(path, "; ".join(problems[:3]))
+    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        log.warning("SQLite could not use WAL mode for %s (got %r)", path, mode)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    migrate(conn, path)
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    conn = _connect(path)
+    try:
+        with _translated(path):
+            _check_and_configure(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+# --- rows -------------------------------------------------------------------------------------------------------
+
+
+def _message_fields(message: Message) -> dict[str, Any]:
+    return {
+        "content": message.content,
+        "status": str(message.status),
+        "model": message.model,
+        "backend": message.backend,
+        "settings_json": json.dumps(message.settings, default=str),
+        "stats_json": json.dumps(message.stats.to_dict()) if message.stats else None,
+        "error": message.error,
+    }
+
+
+def _message_from_row(row: sqlite3.Row) -> Message:
+    return Message(
+        role=Role(row["role"]),
+        content=row["content"],
+        status=MessageStatus(row["status"]),
+        id=row["id"],
+        model=row["model"],
+        backend=row["backend"],
+        settings=_json_column(row, "settings_json") or {},
+        stats=ReplyStats.from_dict(_json_column(row, "stats_json")),
+        error=row["error"],
+    )
+
+
+def _json_column(row: sqlite3.Row, column: str) -> dict[str, Any] | None:
+    """A JSON-object column; a damaged one reads as empty (logged) so the conversation still opens."""
+    text = row[column]
+    if not text:
+        return None
+    try:  # no size bound: the text is already in memory; depth and syntax are what can go wrong
+        return safe_json.loads_object(text, what=f"the {column} of message {row['id']}", max_bytes=None)
+    except safe_json.JsonError as exc:
+        log.warning("History %s; the message is shown without it.", exc)
+        return None
+
+
+# --- the store --------------------------------------------------------------------------------------------------
+
+
+class ConversationStore:
+    """Conversations and their messages in one SQLite file; every write is committed before the call returns.
+
+    Safe to call from any one thread at a time (a lock guards the connection), e.g. a single worker thread.
+    Raises ``ConversationStoreError`` when the file is damaged or unreadable, ``NotFoundError`` for unknown ids.
+    """
+
+    def __init__(self, path: Path) -> None:
+        """Open (or create) the history at ``path``; a damaged file raises ``ConversationStoreError``, untouched."""
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = _open(self.path)
+
+    # -- plumbing
+
+    def _live(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ConversationStoreError(f"The conversation history at {self.path} is closed.")
+        return self._conn
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, _translated(self.path):
+            yield self._live()
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One transaction, committed on success and rolled back on any error."""
+        with self._lock, _translated(self.path):
+            conn = self._live()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @staticmethod
+    def _stamp(conn: sqlite3.Connection) -> float:
+        """Now, but always later than every stored ``updated_at``, so the newest-first order is strict."""
+        latest = conn.execute("SELECT MAX(updated_at) FROM conversations").fetchone()[0]
+        now = time.time()
+        return now if latest is None or now > latest else latest + 1e-6
+
+    @staticmethod
+    def _require_conversation(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row:
+        row = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"No conversation with id {conversation_id}.")
+        return row
+
+    def _touch(self, conn: sqlite3.Connection, conversation_id: int) -> None:
+        conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (self._stamp(conn), conversation_id))
+
+    # -- conversations
+
+    def create(self, title: str = "New chat", system_prompt: str = "") -> Conversation:
+        """Store a new, empty conversation and return it with its id."""
+        with self._writing() as conn:
+            now = self._stamp(conn)
+            cur = conn.execute(
+                "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                (title, system_prompt, now, now),
+            )
+        return Conversation(title=title, system_prompt=system_prompt, id=cur.lastrowid, updated_at=now)
+
+    def list_conversations(self) -> list[tuple[int, str, float]]:
+        """(id, title, updated_at) of every conversation, most recently active first."""
+        with self._reading() as conn:
+            rows = conn.execute("SELECT id, title, updated_at FROM conversations ORDER BY updated_at DESC, id DESC")
+            return [(row["id"], row["title"], row["updated_at"]) for row in rows]
+
+    def load(self, conversation_id: int) -> Conversation:
+        """A conversation with all its messages in order (ids set, stats parsed)."""
+        with self._reading() as conn:
+            head = self._require_conversation(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position", (conversation_id,)
+            ).fetchall()
+        return Conversation(
+            title=head["title"],
+            system_prompt=head["system_prompt"],
+            messages=[_message_from_row(row) for row in rows],
+            id=head["id"],
+            updated_at=head["updated_at"],
+        )
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        """Change a conversation's title (its place in the newest-first list stays)."""
+        with self._writing() as conn:
+            self._require_conversation(conn, conversation_id)
+            conn.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def set_system_prompt(self, conversation_id: int, text: str) -> None:
+        """Change a conversation's system prompt; counts as activity (moves it to the top)."""
+        with self._writing() as conn:
+            self._require_conversation(conn, conversation_id)
+            conn.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (text, conversation_id))
+            self._touch(conn, conversation_id)
+
+    def delete(self, conversation_id: int) -> None:
+        """Delete a conversation and all its messages; an unknown id is ignored."""
+        with self._writing() as conn:
+            conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    # -- messages
+
+    def append_message(self, conversation_id: int, message: Message) -> Message:
+        """Add ``message`` after the conversation's last one, commit, and set ``message.id``; returns ``message``."""
+        if message.id is not None:
+            raise ValueError(f"Message is already stored (id {message.id}); use update_message.")
+        with self._writing() as conn:
+            self._require_conversation(conn, conversation_id)
+            position = conn.execute(
+                "SELECT COALESCE(MAX(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).fetchone()[0]
+            cur = conn.execute(
+                """INSERT INTO messages (conversation_id, position, role, content, status, model, backend,
+                                         settings_json, stats_json, error, created_at)
+                   VALUES (:conversation_id, :position, :role, :content, :status, :model, :backend,
+                           :settings_json, :stats_json, :error, :created_at)""",
+                {
+                    "conversation_id": conversation_id,
+                    "position": position,
+                    "role": str(message.role),
+                    "created_at": time.time(),
+                    **_message_fields(message),
+                },
+            )
+            self._touch(conn, conversation_id)
+        message.id = cur.lastrowid
+        return message
+
+    def update_message(self, message: Message) -> None:
+        """Save a stored message's content, status, stats, error, model, backend and settings (role is fixed)."""
+        if message.id is None:
+            raise ValueError("Message has no id: append_message it first.")
+        with self._writing() as conn:
+            cur = conn.execute(
+                """UPDATE messages SET content = :content, status = :status, model = :model, backend = :backend,
+                                       settings_json = :settings_json, stats_json = :stats_json, error = :error
+                   WHERE id = :id""",
+                {"id": message.id, **_message_fields(message)},
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"No message with id {message.id}.")
+            row = conn.execute("SELECT conversation_id FROM messages WHERE id = ?", (message.id,)).fetchone()
+            self._touch(conn, row[0])
+
+    def truncate_after(self, conversation_id: int, message_id: int, inclusive: bool) -> int:
+        """Delete the messages after ``message_id`` (and it too when ``inclusive``); returns how many went.
+
+        ``inclusive=True`` suits "edit an earlier message and resend"; ``False`` keeps the message, e.g. the
+        user turn before a reply being regenerated.
+        """
+        with self._writing() as conn:
+            row = conn.execute(
+                "SELECT position FROM messages WHERE id = ? AND conversation_id = ?", (message_id, conversation_id)
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"No message with id {message_id} in conversation {conversation_id}.")
+            op = ">=" if inclusive else ">"
+            cur = conn.execute(
+                f"DELETE FROM messages WHERE conversation_id = ? AND position {op} ?", (conversation_id, row[0])
+            )
+            self._touch(conn, conversation_id)
+            return cur.rowcount
+
+    def recover_interrupted(self) -> int:
+        """At start-up: mark every reply still STREAMING (the app died mid-reply) INTERRUPTED; returns how many."""
+        with self._writing() as conn:
+            cur = conn.execute(
+                "UPDATE messages SET status = ? WHERE status = ?",
+                (str(MessageStatus.INTERRUPTED), str(MessageStatus.STREAMING)),
+            )
+            return cur.rowcount
+
+    # -- lifetime
+
+    def close(self) -> None:
+        """Close the database; later calls raise ``ConversationStoreError``. Safe to call twice."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> ConversationStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- asyncio wrapper --------------------------------------------------------------------------------------------
+
+
+def _new_executor() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="conversation-store")
+
+
+class AsyncConversationStore:
+    """``ConversationStore`` for asyncio code: every call runs on one dedicated worker thread, in call order.
+
+    Messages are copied on the caller's thread when a call starts (at once when awaited directly), so the
+    caller may keep changing a streaming reply while an earlier version of it is being saved.
+    """
+
+    def __init__(self, store: ConversationStore, executor: ThreadPoolExecutor | None = None) -> None:
+        """Wrap ``store``; ``executor`` (one worker) is owned and shut down by ``aclose``."""
+        self.store = store
+        self._executor = executor or _new_executor()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path) -> AsyncConversationStore:
+        """Open the store at ``path`` on the worker thread (opening checks the file, which is disk I/O)."""
+        executor = _new_executor()
+        try:
+            store = await asyncio.get_running_loop().run_in_executor(executor, ConversationStore, path)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        return cls(store, executor)
+
+    async def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        if self._closed:
+            raise ConversationStoreError(f"The conversation history at {self.store.path} is closed.")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    async def create(self, title: str = "New chat", system_prompt: str = "") -> Conversation:
+        """See ``ConversationStore.create``."""
+        return await self._call(self.store.create, title, system_prompt)
+
+    async def list_conversations(self) -> list[tuple[int, str, float]]:
+        """See ``ConversationStore.list_conversations``."""
+        return await self._call(self.store.list_conversations)
+
+    async def load(self, conversation_id: int) -> Conversation:
+        """See ``ConversationStore.load``."""
+        return await self._call(self.store.load, conversation_id)
+
+    async def rename(self, conversation_id: int, title: str) -> None:
+        """See ``ConversationStore.rename``."""
+        await self._call(self.store.rename, conversation_id, title)
+
+    async def set_system_prompt(self, conversation_id: int, text: str) -> None:
+        """See ``ConversationStore.set_system_prompt``."""
+        await self._call(self.store.set_system_prompt, conversation_id, text)
+
+    async def delete(self, conversation_id: int) -> None:
+        """See ``ConversationStore.delete``."""
+        await self._call(self.store.delete, conversation_id)
+
+    async def append_message(self, conversation_id: int, message: Message) -> Message:
+        """See ``ConversationStore.append_message``; sets ``message.id`` on the caller's object."""
+        stored = await self._call(self.store.append_message, conversation_id, copy.deepcopy(message))
+        message.id = stored.id
+        return message
+
+    async def update_message(self, message: Message) -> None:
+        """See ``ConversationStore.update_message``; saves the message as it is at the moment of the call."""
+        await self._call(self.store.update_message, copy.deepcopy(message))
+
+    async def truncate_after(self, conversation_id: int, message_id: int, inclusive: bool) -> int:
+        """See ``ConversationStore.truncate_after``."""
+        return await self._call(self.store.truncate_after, conversation_id, message_id, inclusive)
+
+    async def recover_interrupted(self) -> int:
+        """See ``ConversationStore.recover_interrupted``."""
+        return await self._call(self.store.recover_interrupted)
+
+    async def aclose(self) -> None:
+        """Close the store after every call already made has run, then release the worker thread."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
+        finally:
+            self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncConversationStore:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

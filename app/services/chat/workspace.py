@@ -1,0 +1,215 @@
+"""The chats a window shows, Qt-free: the chat on screen, chats still generating in the background, and which
+model (on which engine) chats run on. The chat page is a view of it: it forwards what the user does and shows
+what the workspace's sessions report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.backends.protocol import ModelInfo
+from app.core.chat.conversation import Conversation
+from app.core.errors import BusyError
+from app.core.modelfile.parser import Modelfile
+from app.core.modelfile.presets import engine_switch_notes, to_llamacpp, to_vllm
+from app.core.params import LoadParams, SamplingParams
+from app.services.chat.history import AsyncConversationStore
+from app.services.chat.session import ChatObserver, ChatSession
+from app.services.engines.entries import EngineKind, engine_of
+from app.services.workstation import Workstation
+
+log = logging.getLogger("app.services.chat")
+
+ObserverFactory = Callable[[ChatSession], ChatObserver]  # the observer of one session
+
+
+@dataclass
+class LoadOutcome:
+    info: ModelInfo
+    notes: list[str] = field(default_factory=list)  # what changed for the chat on screen (an engine switch)
+
+
+@dataclass
+class PresetOutcome:
+    sampling: SamplingParams
+    system: str
+    messages: list[tuple[str, str]]
+    model: str | None  # FROM, as the preset names it
+    notes: list[str]
+    reload_needed: bool
+
+
+class ChatWorkspace:
+    """Owns the chat sessions of one window. ``observer_factory`` makes the observer of each new session."""
+
+    def __init__(
+        self, workstation: Workstation, sampling: Callable[[], SamplingParams], observer_factory: ObserverFactory
+    ) -> None:
+        self.workstation = workstation
+        self.host = workstation.host
+        self._sampling = sampling
+        self._observer_factory = observer_factory
+        self.session: ChatSession | None = None
+        self.background: dict[int, ChatSession] = {}  # chats still generating while another is shown
+        self.engine = EngineKind.LLAMACPP
+        self.preset_load: LoadParams | None = None  # load options from a Modelfile, used instead of the defaults
+
+    # --- start-up ---------------------------------------------------------------------------------------------
+    async def start(self) -> list[str]:
+        """Open the history and show the newest chat; returns notices for the person (e.g. replies cut off)."""
+        store = await self.workstation.open_history()
+        if store is None:
+            return [f"{self.workstation.store_problem} Chats in this session will not be saved."]
+        notices = []
+        recovered = await store.recover_interrupted()
+        if recovered:
+            notices.append(f"{recovered} reply(s) were cut off when the app last closed; they are kept and marked.")
+        self.session = self.new_session()
+        chats = await store.list_conversations()
+        if chats:
+            await self.session.open(chats[0][0])
+        else:
+            await self.session.new(self.workstation.settings.system_prompt)
+        return notices
+
+    @property
+    def store(self) -> AsyncConversationStore | None:
+        return self.workstation.store
+
+    def new_session(self) -> ChatSession:
+        assert self.store is not None
+        session = ChatSession(self.store, self.host, self._sampling, engine=self.engine)
+        session.observer = self._observer_factory(session)
+        return session
+
+    # --- which chats are generating ---------------------------------------------------------------------------
+    def sessions(self) -> list[ChatSession]:
+        return ([self.session] if self.session else []) + list(self.background.values())
+
+    def busy(self, any_chat: bool = False) -> bool:
+        """Whether this chat — or, with ``any_chat``, any chat — is generating."""
+        sessions = self.sessions() if any_chat else ([self.session] if self.session else [])
+        return any(s.generating for s in sessions)
+
+    def park_generating(self) -> bool:
+        """Let the chat on screen keep generating in the background (engines that run several replies at once);
+        False when it is generating on an engine that cannot."""
+        session = self.session
+        if session is None or not session.generating:
+            return True
+        if not self.host.concurrent(session.engine) or session.conversation is None:
+            return False
+        assert session.conversation.id is not None
+        self.background[session.conversation.id] = session
+        self.session = self.new_session()
+        return True
+
+    def resume_background(self, chat_id: int) -> ChatSession | None:
+        """Show a chat still generating in the background; None when it is not one."""
+        session = self.background.pop(chat_id, None)
+        if session is None or session.conversation is None:
+            return None
+        self.session = session
+        return session
+
+    def background_finished(self, session: ChatSession) -> None:
+        if session.conversation is not None:
+            self.background.pop(session.conversation.id or -1, None)
+
+    # --- chats ----------------------------------------------------------------------------------------------
+    async def list_chats(self) -> list[tuple[int, str, float]]:
+        return await self.store.list_conversations() if self.store else []
+
+    async def delete_chat(self, chat_id: int) -> None:
+        assert self.session is not None and self.store is not None
+        await self.store.delete(chat_id)
+        if self.session.conversation and self.session.conversation.id == chat_id:
+            chats = await self.store.list_conversations()
+            if chats:
+                await self.session.open(chats[0][0])
+            else:
+                await self.session.new(self.workstation.settings.system_prompt)
+
+    # --- the model chats run on -------------------------------------------------------------------------------
+    def load_params(self) -> LoadParams:
+        return self.preset_load or self.workstation.settings.load
+
+    def loaded_params(self) -> LoadParams:
+        """The load options of the model the chat's engine holds now (the defaults when none)."""
+        loaded = self.host.loaded(self.engine)
+        return loaded.params if loaded else self.workstation.settings.load
+
+    @property
+    def model(self) -> ModelInfo | None:
+        engine = self.host.engine(self.engine)
+        return engine.model if engine is not None else None
+
+    async def load(self, entry: str, params: LoadParams | None = None) -> LoadOutcome:
+        """Load ``entry`` for the chats, on its engine; the previous engine's model is unloaded when the chat moves
+        to another engine (what that changes for the chat on screen is in the outcome's notes)."""
+        if self.busy(any_chat=True):
+            raise BusyError("A reply is being generated. Stop it (Esc) before loading another model.")
+        params = params or self.load_params()
+        target = engine_of(entry)
+        self.host.engine_for(entry)  # the engine must be there before the chat leaves the one it is on
+        notes = await self._switch_engine(target, params) if target is not self.engine else []
+        info = await self.host.load(entry, params)
+        self.workstation.settings.remember_model(entry)
+        return LoadOutcome(info, notes)
+
+    async def _switch_engine(self, target: EngineKind, params: LoadParams) -> list[str]:
+        previous, self.engine = self.engine, target
+        if self.session is not None:
+            self.session.engine = target
+        if self.host.loaded(previous) is not None:
+            await self.host.unload(previous)
+        conversation = self.session.conversation if self.session else None
+        if conversation is None or not conversation.messages:
+            return []
+        return engine_switch_notes(str(previous), str(target), self._sampling(), params)
+
+    async def unload(self) -> None:
+        await self.host.unload(self.engine)
+
+    # --- presets ----------------------------------------------------------------------------------------------
+    def preset(self, modelfile: Modelfile, name: str, sampling: SamplingParams) -> PresetOutcome:
+        """What a Modelfile sets for the chat's engine, through that engine's own mapping (vLLM has its own)."""
+        if self.engine is EngineKind.VLLM:
+            vllm = to_vllm(modelfile)
+            system = vllm.system if vllm.system is not None else _system_lines(vllm.messages)
+            return PresetOutcome(vllm.sampling_over(sampling), system, vllm.messages, None, vllm.notes(name), False)
+        preset = to_llamacpp(modelfile, self.load_params(), sampling)
+        reload_needed = self.model is not None and bool(preset.load_changed(self.loaded_params()))
+        self.preset_load = preset.load
+        system = preset.system if preset.system is not None else _system_lines(preset.messages)
+        notes = preset.notes(name, reload_needed)
+        return PresetOutcome(preset.sampling, system, preset.messages, preset.model, notes, reload_needed)
+
+    async def start_preset_chat(self, preset: PresetOutcome, name: str) -> Conversation:
+        assert self.session is not None
+        return await self.session.new(preset.system, preset.messages, title=f"{name} (preset)")
+
+    # --- shutdown ---------------------------------------------------------------------------------------------
+    async def stop_all(self, timeout: float = 5.0) -> None:
+        """Stop every reply in flight (each is saved as stopped) and wait for them to end."""
+        generating = [s for s in self.sessions() if s.generating]
+        for session in generating:
+            session.stop()
+        if not generating:
+            return
+        try:
+            await asyncio.wait_for(_until_idle(generating), timeout)
+        except TimeoutError:
+            log.warning("a reply did not stop in time; closing the engine")
+
+
+def _system_lines(messages: list[tuple[str, str]]) -> str:
+    return "\n".join(text for role, text in messages if role == "system")
+
+
+async def _until_idle(sessions: list[ChatSession]) -> None:
+    while any(s.generating for s in sessions):
+        await asyncio.sleep(0.02)

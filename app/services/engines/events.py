@@ -1,0 +1,77 @@
+"""What the engine host tells its clients. Every event is a small immutable fact, delivered on the host's loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.backends.protocol import BackendState, KvUsage, ModelInfo
+from app.core.chat.conversation import ReplyStats
+from app.core.params import LoadParams
+from app.services.engines.entries import EngineKind
+
+
+@dataclass(frozen=True)
+class EngineStateChanged:
+    engine: EngineKind
+    state: BackendState
+
+
+@dataclass(frozen=True)
+class ModelLoaded:
+    engine: EngineKind
+    entry: str
+    info: ModelInfo
+    params: LoadParams
+
+
+@dataclass(frozen=True)
+class ModelUnloaded:
+    engine: EngineKind
+    entry: str
+
+
+@dataclass(frozen=True)
+class LoadWaiting:
+    """A load waits for the replies ahead of it on a single-sequence engine."""
+
+    engine: EngineKind
+    entry: str
+    replies_ahead: int
+
+
+@dataclass(frozen=True)
+class QueueChanged:
+    """Replies waiting for a single-sequence engine (the one generating not counted)."""
+
+    engine: EngineKind
+    waiting: int
+
+
+@dataclass(frozen=True)
+class ReplyFigures:
+    """A reply ended: its figures and the KV usage it left."""
+
+    engine: EngineKind
+    stats: ReplyStats | None
+    kv: KvUsage | None
+
+
+@dataclass(frozen=True)
+class VllmEndpoint:
+    """A vLLM server the app can use: the one it started (``managed``) or someone else's (``remote``)."""
+
+    base_url: str
+    served_model: str
+    api_key: str | None
+    source: str  # "managed" | "remote"
+    pid: int | None = None  # the managed server's process, for the monitor
+
+
+@dataclass(frozen=True)
+class VllmEndpointChanged:
+    endpoint: VllmEndpoint | None  # None: no vLLM server to use any more
+
+
+EngineEvent = (
+    EngineStateChanged | ModelLoaded | ModelUnloaded | LoadWaiting | QueueChanged | ReplyFigures | VllmEndpointChanged
+)

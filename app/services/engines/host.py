@@ -1,0 +1,268 @@
+"""The engine host: the one owner of the engines, the model each has loaded, the app's own vLLM server and the
+live figures. The window, the CLI and the API server are its clients; none of them holds an engine itself.
+
+Bound to one asyncio loop (qasync in the window, ``asyncio.run`` in the CLI); other threads reach it with
+``asyncio.run_coroutine_threadsafe(..., host.loop)``. Listeners are called on that loop.
+
+The busy rule: an engine that runs one reply at a time (llama.cpp, and Ollama through its client) takes replies
+in arrival order — each waits its turn and can see its place; loading another model there waits for the replies
+ahead of it and says so. vLLM takes concurrent replies as its server does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+
+from app.backends.factory import create_backend
+from app.backends.protocol import Backend, BackendState, ConcurrentChats, ModelInfo
+from app.core.errors import UnavailableError
+from app.core.params import LoadParams, SamplingParams
+from app.services.engines.entries import EngineKind, engine_model, engine_of, entry_for
+from app.services.engines.events import (
+    EngineEvent,
+    EngineStateChanged,
+    LoadWaiting,
+    ModelLoaded,
+    ModelUnloaded,
+    QueueChanged,
+    ReplyFigures,
+    VllmEndpoint,
+    VllmEndpointChanged,
+)
+from app.services.engines.gate import Turnstile
+from app.services.engines.replies import ReplyStream
+from app.services.engines.vllm_server import ManagedVllm
+
+log = logging.getLogger("app.services.engines")
+
+Listener = Callable[[EngineEvent], None]
+NO_VLLM = "No vLLM server is running. Start one (or connect to one) on the vLLM page."
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    entry: str
+    info: ModelInfo
+    params: LoadParams
+
+
+class EngineHost:
+    """Owns the engines. ``llamacpp`` always exists (its worker starts on the first load); Ollama's client is
+    made when first used; a vLLM client exists while a vLLM server is offered (``vllm_endpoint``)."""
+
+    def __init__(self, llamacpp: Backend | None = None, *, ollama_host: str | None = None) -> None:
+        self._engines: dict[EngineKind, Backend] = {}
+        self._loaded: dict[EngineKind, LoadedModel] = {}
+        self._turnstiles: dict[EngineKind, Turnstile] = {}
+        self._listeners: list[Listener] = []
+        self._replies: set[ReplyStream] = set()
+        self._ollama_host = ollama_host
+        self.vllm_endpoint: VllmEndpoint | None = None
+        self.vllm_server = ManagedVllm(self)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._adopt(EngineKind.LLAMACPP, llamacpp or create_backend("llamacpp"))
+
+    # --- events ---------------------------------------------------------------------------------------------
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with every event from now on; returns the function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def emit(self, event: EngineEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # one broken client must not stop the others hearing of it
+                log.exception("an engine-event listener failed on %s", type(event).__name__)
+
+    # --- engines --------------------------------------------------------------------------------------------
+    @property
+    def llamacpp(self) -> Backend:
+        return self._engines[EngineKind.LLAMACPP]
+
+    def engine(self, kind: EngineKind) -> Backend | None:
+        """The engine of that kind if it exists now (nothing is created)."""
+        return self._engines.get(kind)
+
+    def engines(self) -> list[Backend]:
+        return list(self._engines.values())
+
+    def engine_for(self, entry: str) -> Backend:
+        """The engine that runs ``entry`` (``ollama:NAME``, ``vllm:NAME``, else a GGUF), made when first needed."""
+        kind = engine_of(entry)
+        if kind in self._engines:
+            return self._engines[kind]
+        if kind is EngineKind.OLLAMA:
+            return self._adopt(kind, create_backend("ollama", host=self._ollama_host or None))
+        endpoint = self.vllm_endpoint
+        if endpoint is None:
+            raise UnavailableError(NO_VLLM)
+        return self._adopt(kind, create_backend("vllm", base_url=endpoint.base_url, api_key=endpoint.api_key))
+
+    def concurrent(self, kind: EngineKind) -> bool:
+        """Whether that engine generates several replies at once (then chats may generate side by side)."""
+        engine = self._engines.get(kind)
+        return engine is not None and isinstance(engine, ConcurrentChats)
+
+    def loaded(self, kind: EngineKind) -> LoadedModel | None:
+        return self._loaded.get(kind)
+
+    def generating(self, kind: EngineKind) -> bool:
+        return any(reply.backend is self._engines.get(kind) for reply in self._replies)
+
+    def waiting(self, kind: EngineKind) -> int:
+        turnstile = self._turnstiles.get(kind)
+        return turnstile.waiting if turnstile else 0
+
+    def set_ollama_host(self, host: str | None) -> None:
+        """Settings changed: a new Ollama address means a new client (the old one closes when idle)."""
+        if (host or None) == (self._ollama_host or None):
+            return
+        self._ollama_host = host
+        old = self._engines.get(EngineKind.OLLAMA)
+        if old is not None and not self.generating(EngineKind.OLLAMA):
+            self._forget(EngineKind.OLLAMA)
+            self._spawn(old.close())
+
+    # --- load / unload --------------------------------------------------------------------------------------
+    async def load(self, entry: str, params: LoadParams) -> ModelInfo:
+        """Load ``entry`` in its engine; on a single-sequence engine this waits for the replies ahead of it."""
+        self._bind()
+        kind = engine_of(entry)
+        engine = self.engine_for(entry)
+        turnstile = self._turnstiles.get(kind)
+        ticket = turnstile.ticket() if turnstile is not None else None
+        try:
+            if turnstile is not None and ticket is not None and not ticket.done():
+                self.emit(LoadWaiting(kind, entry, turnstile.place(ticket) or 0))
+                await ticket
+            info = await engine.load(engine_model(entry), params)
+        finally:
+            if turnstile is not None and ticket is not None:
+                turnstile.leave(ticket)
+        self._loaded[kind] = LoadedModel(entry, info, params)
+        self.emit(ModelLoaded(kind, entry, info, params))
+        return info
+
+    async def unload(self, kind: EngineKind) -> None:
+        engine = self._engines.get(kind)
+        loaded = self._loaded.pop(kind, None)
+        if engine is not None:
+            await engine.unload()
+        if loaded is not None:
+            self.emit(ModelUnloaded(kind, loaded.entry))
+
+    # --- replies --------------------------------------------------------------------------------------------
+    def stream_chat(self, kind: EngineKind, messages: list[dict[str, str]], sampling: SamplingParams) -> ReplyStream:
+        """A reply from that engine's loaded model; it waits its turn on a single-sequence engine."""
+        self._bind()
+        engine = self._engines.get(kind)
+        if engine is None:
+            raise UnavailableError(NO_VLLM if kind is EngineKind.VLLM else f"The {kind} engine is not running.")
+        reply = ReplyStream(engine, messages, sampling, self._turnstiles.get(kind), self._reply_finished(kind))
+        self._replies.add(reply)
+        return reply
+
+    def _reply_finished(self, kind: EngineKind) -> Callable[[ReplyStream], None]:
+        def finished(reply: ReplyStream) -> None:
+            self._replies.discard(reply)
+            self.emit(ReplyFigures(kind, reply.stats, reply.backend.kv_usage()))
+
+        return finished
+
+    def stop(self, kind: EngineKind) -> None:
+        """Stop every reply on that engine: the one generating and those waiting."""
+        for reply in [r for r in self._replies if r.backend is self._engines.get(kind)]:
+            reply.stop()
+
+    # --- vLLM -----------------------------------------------------------------------------------------------
+    def offer_vllm(self, endpoint: VllmEndpoint) -> None:
+        """A vLLM server is ready (the app's own or a remote one): chats, batch and bench can use it."""
+        if self.vllm_endpoint == endpoint:
+            return
+        self._drop_vllm_client()
+        self.vllm_endpoint = endpoint
+        self.emit(VllmEndpointChanged(endpoint))
+
+    def withdraw_vllm(self, source: str) -> None:
+        """The server from ``source`` ("managed" or "remote") is gone; another source's stays offered."""
+        if self.vllm_endpoint is None or self.vllm_endpoint.source != source:
+            return
+        self._drop_vllm_client()
+        self.vllm_endpoint = None
+        self.emit(VllmEndpointChanged(None))
+
+    def _drop_vllm_client(self) -> None:
+        client = self._engines.get(EngineKind.VLLM)
+        if client is not None:
+            loaded = self._loaded.pop(EngineKind.VLLM, None)
+            self._forget(EngineKind.VLLM)
+            self._spawn(client.close())
+            if loaded is not None:
+                self.emit(ModelUnloaded(EngineKind.VLLM, loaded.entry))
+
+    def vllm_entries(self) -> list[str]:
+        endpoint = self.vllm_endpoint
+        return [entry_for(EngineKind.VLLM, endpoint.served_model)] if endpoint else []
+
+    # --- lifetime -------------------------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Stop every reply (waiting for them to end, up to 5 s), the app's vLLM server and every engine."""
+        for reply in list(self._replies):
+            reply.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._until_no_replies(), 5)
+        if self._replies:
+            log.warning("a reply did not stop in time; closing the engines")
+        await self.vllm_server.stop()
+        for engine in self.engines():
+            await engine.close()
+
+    async def _until_no_replies(self) -> None:
+        while self._replies:
+            await asyncio.sleep(0.02)
+
+    # --- internals ------------------------------------------------------------------------------------------
+    def _adopt(self, kind: EngineKind, engine: Backend) -> Backend:
+        self._engines[kind] = engine
+        engine.add_state_listener(lambda state: self._state_changed(kind, engine, state))
+        if not isinstance(engine, ConcurrentChats):
+            self._turnstiles[kind] = Turnstile(lambda waiting: self.emit(QueueChanged(kind, waiting)))
+        return engine
+
+    def _forget(self, kind: EngineKind) -> None:
+        self._engines.pop(kind, None)
+        self._turnstiles.pop(kind, None)
+        self._loaded.pop(kind, None)
+
+    def _state_changed(self, kind: EngineKind, engine: Backend, state: BackendState) -> None:
+        if self._engines.get(kind) is not engine:
+            return  # a client the host has dropped
+        if engine.model is None and kind in self._loaded:
+            entry = self._loaded.pop(kind).entry  # the worker died or the server went away
+            self.emit(ModelUnloaded(kind, entry))
+        self.emit(EngineStateChanged(kind, state))
+
+    def _bind(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.loop is None:
+            self.loop = loop
+        elif self.loop is not loop:
+            raise RuntimeError("the engine host is bound to another event loop; use run_coroutine_threadsafe")
+
+    def _spawn(self, coro: Coroutine[object, object, object]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (the host is being dropped at exit): nothing left to close it on
+            coro.close()
+            return
+        task = loop.create_task(coro)
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[object]] = set()  # closing clients: kept so they are not collected mid-way

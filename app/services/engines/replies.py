@@ -1,0 +1,104 @@
+"""One reply asked of the engine host: it waits for its turn on a single-sequence engine, then streams."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+from app.backends.protocol import Backend, Delta, ReplyHandle
+from app.core.chat.conversation import ReplyStats
+from app.core.params import SamplingParams
+
+if TYPE_CHECKING:
+    from app.services.engines.gate import Turnstile
+
+
+class ReplyStream:
+    """``async for delta in reply``; ``place`` is its place in line (0 while it generates, None when it runs
+    on an engine that takes replies concurrently or has ended); ``stop()`` ends it at the next token or takes it
+    out of the line; ``stats`` are its figures once it has ended."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        messages: list[dict[str, str]],
+        sampling: SamplingParams,
+        turnstile: Turnstile | None,
+        finished: Callable[[ReplyStream], None],
+    ) -> None:
+        self.backend = backend
+        self._messages = messages
+        self._sampling = sampling
+        self._turnstile = turnstile
+        self._ticket: asyncio.Future[None] | None = turnstile.ticket() if turnstile is not None else None
+        self._finished = finished
+        self._inner: AsyncIterator[Delta] | None = None
+        self._stopped = False
+        self._closed = False
+        self.stats: ReplyStats | None = None
+
+    @property
+    def place(self) -> int | None:
+        if self._turnstile is None or self._ticket is None:
+            return None
+        return self._turnstile.place(self._ticket)
+
+    @property
+    def waiting(self) -> bool:
+        return self._ticket is not None and not self._ticket.done()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._ticket is not None and not self._ticket.done():
+            self._ticket.cancel()  # out of the line: the next __anext__ ends the reply
+        elif isinstance(self._inner, ReplyHandle):
+            self._inner.stop()
+        elif self._inner is not None:
+            self.backend.stop()
+
+    def __aiter__(self) -> ReplyStream:
+        return self
+
+    async def __anext__(self) -> Delta:
+        if self._inner is None:
+            await self._begin()
+        assert self._inner is not None
+        try:
+            return await self._inner.__anext__()
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def _begin(self) -> None:
+        if self._ticket is not None:
+            try:
+                await self._ticket
+            except asyncio.CancelledError:
+                if not self._stopped:
+                    await self.aclose()
+                    raise
+        if self._stopped or self._closed:
+            self.stats = ReplyStats(finish_reason="stopped")
+            await self.aclose()
+            raise StopAsyncIteration
+        self._inner = self.backend.stream_chat(self._messages, self._sampling)
+
+    async def aclose(self) -> None:
+        """End the reply (idempotent): the engine's stream is closed and the turn passes on."""
+        if self._closed:
+            return
+        self._closed = True
+        inner, self._inner = self._inner, None
+        try:
+            if isinstance(inner, ReplyHandle | AsyncGenerator):
+                await inner.aclose()
+            if inner is not None and self.stats is None:
+                self.stats = inner.stats if isinstance(inner, ReplyHandle) else self.backend.stats()
+        finally:
+            if self._turnstile is not None and self._ticket is not None:
+                self._turnstile.leave(self._ticket)
+            self._finished(self)

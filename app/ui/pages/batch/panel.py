@@ -1,0 +1,401 @@
+"""The Batch page: a JSONL or CSV file of requests through one OpenAI-compatible server, many at once.
+
+The server is the one the vLLM page announced (:meth:`BatchPanel.set_endpoint`) or a typed address. Bad input
+lines are listed with their numbers and skipped; results are appended to the output file as they finish (a
+re-run skips the ids already done), so Cancel keeps everything that finished. At the end the summary (latency
+and time to first token percentiles among them) is a small table that copies as Markdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtGui import QGuiApplication, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QButtonGroup,
+    QCheckBox,
+    QFileDialog,
+    QGridLayout,
+    QGroupBox,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QProgressBar,
+    QRadioButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.batch.input import BatchInput, BatchInputError, load_batch_input
+from app.services.batch.runner import BatchError, BatchProgress, BatchRunner, BatchSummary
+from app.services.engines.events import VllmEndpoint
+from app.services.workstation import Workstation
+from app.ui.engine_events import follow_vllm_endpoint
+from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
+from app.ui.tasks import spawn
+from app.ui.widgets.factories import slot_button, widget_row, wrapped_label
+
+PROGRESS_INTERVAL_S = 0.25
+# The runner's messages name the command-line options; on this page the fields have other names.
+_CLI_WORDS = (
+    ("check --api-key", "check the API key"),
+    ("start it or check --endpoint", "start it or check the address"),
+    ("choose another --output", "choose another output file"),
+    ("pass --model NAME", "type the served model name"),
+)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = round(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f} ms"
+
+
+def summary_rows(summary: BatchSummary) -> list[tuple[str, str]]:
+    """The summary as (figure, value) rows: what the table shows and the Markdown copies."""
+    rows = [
+        ("Model", summary.model),
+        ("Requests", f"{summary.count}" + (f" (+{summary.skipped} already done)" if summary.skipped else "")),
+        ("Succeeded", str(summary.done)),
+        ("Failed", str(summary.failed)),
+        ("Wall time", f"{summary.wall_s:.1f} s"),
+        ("Output tokens", f"{summary.output_tokens:,}"),
+        ("Output tok/s", f"{summary.output_tokens_per_s:,.1f}"),
+    ]
+    for name, values in (("Latency", summary.latency_ms), ("TTFT", summary.ttft_ms)):
+        rows += [(f"{name} {pct}", _ms(values.get(pct))) for pct in ("p50", "p90", "p99")]
+    if summary.first_error:
+        rows.append(("First error", summary.first_error))
+    return rows
+
+
+def markdown_table(rows: list[tuple[str, str]]) -> str:
+    lines = ["| Figure | Value |", "| --- | ---: |"]
+    lines += [f"| {name} | {value.replace('|', '/')} |" for name, value in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _plain(message: str) -> str:
+    for cli, words in _CLI_WORDS:
+        message = message.replace(cli, words)
+    return message[:1].upper() + message[1:]
+
+
+class BatchPanel(QWidget):
+    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.context = context
+        self.summary: BatchSummary | None = None
+        self.loaded: BatchInput | None = None
+        self._announced: tuple[str, str, str] | None = None  # (base URL, key, model) from the vLLM page
+        self._runner: BatchRunner | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._dialog: QFileDialog | None = None
+        self._build()
+
+    # --- layout -----------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.server_radio = QRadioButton()
+        self.url_radio = QRadioButton("This address:")
+        self.url_radio.setChecked(True)
+        group = QButtonGroup(self)
+        group.addButton(self.server_radio)
+        group.addButton(self.url_radio)
+        self.url_edit = _line("http://127.0.0.1:8000")
+        self.key_edit = _line("API key (if the server needs one)")
+        self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.model_edit = _line("model (default: the first one the server lists)")
+        self.input_edit = _line("requests.jsonl or .csv: {id, messages | prompt, max_tokens…} per line")
+        self.output_edit = _line("results.jsonl: one line per finished request, appended")
+        self.as_chat = QCheckBox("CSV prompts go to the chat endpoint")
+        self.concurrency = QSpinBox()
+        self.concurrency.setRange(1, 1024)
+        self.concurrency.setValue(8)
+        self.shortest_first = QCheckBox("Shortest prompts first")
+        self.priority = QCheckBox("Send priorities (vLLM --scheduling-policy priority)")
+        self.input_info = wrapped_label(name="batch_input_info", hidden=True)
+        self.problems = QListWidget()
+        self.problems.setObjectName("batch_problems")
+        self.problems.setMaximumHeight(110)
+        self.run_button = slot_button("Run", self.run_batch)
+        self.cancel_button = slot_button("Cancel", self.cancel_batch)
+        self.progress = QProgressBar()
+        self.progress_label = wrapped_label(name="batch_progress", hidden=True)
+        self.status = wrapped_label(name="batch_status", hidden=True)
+        self.table = QTableWidget(0, 2)
+        self.table.setObjectName("batch_summary")
+        self.table.setHorizontalHeaderLabels(["Figure", "Value"])
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.copy_button = slot_button("Copy as Markdown", self.copy_markdown)
+        self._lay_out()
+        self.input_edit.editingFinished.connect(self._input_edited)
+        for edit in (self.url_edit, self.key_edit, self.model_edit):
+            self.url_radio.toggled.connect(edit.setEnabled)
+        self._running(False)
+        self._unfollow = follow_vllm_endpoint(self.context.host, self._vllm_changed)
+
+    def _lay_out(self) -> None:
+        server = QGroupBox("Server")
+        grid = QGridLayout(server)
+        grid.addWidget(self.server_radio, 0, 0, 1, 4)
+        grid.addWidget(self.url_radio, 1, 0)
+        grid.addWidget(self.url_edit, 1, 1)
+        grid.addWidget(self.key_edit, 1, 2)
+        grid.addWidget(self.model_edit, 1, 3)
+        files = QGroupBox("Requests")
+        rows = QGridLayout(files)
+        for row, (label, edit, browse) in enumerate(
+            (("Input", self.input_edit, self.browse_input), ("Output", self.output_edit, self.browse_output))
+        ):
+            rows.addWidget(QLabel(label), row, 0)
+            rows.addWidget(edit, row, 1)
+            rows.addWidget(slot_button("Browse…", browse), row, 2)
+        rows.addWidget(self.input_info, 2, 1, 1, 2)
+        rows.addWidget(self.problems, 3, 1, 1, 2)
+        options = widget_row(QLabel("Concurrency"), self.concurrency, self.shortest_first, self.priority, self.as_chat)
+        options.addStretch(1)
+        rows.addLayout(options, 4, 1, 1, 2)
+        results = QGroupBox("Run")
+        box = QVBoxLayout(results)
+        box.addLayout(widget_row(self.run_button, self.cancel_button, self.progress, stretch_at=2))
+        box.addWidget(self.progress_label)
+        box.addWidget(self.status)
+        box.addWidget(self.table, 1)
+        box.addLayout(widget_row(self.copy_button, QWidget(), stretch_at=1))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        for part, stretch in ((server, 0), (files, 0), (results, 1)):
+            layout.addWidget(part, stretch)
+
+    # --- the server ----------------------------------------------------------------------------------------
+    def set_endpoint(self, base_url: str, api_key: str, model: str) -> None:
+        """The server the vLLM page has ready (``""`` when none): offered first, and chosen."""
+        self._announced = (base_url, api_key, model) if base_url else None
+        if base_url:
+            self.server_radio.setText(f"The vLLM server from the vLLM page: {model} at {base_url}")
+            self.server_radio.setChecked(True)
+        else:
+            self.server_radio.setText("The vLLM server from the vLLM page (start or connect one there)")
+            self.url_radio.setChecked(True)
+        self.server_radio.setEnabled(bool(base_url))
+
+    def clear_endpoint(self) -> None:
+        self.set_endpoint("", "", "")
+
+    def _vllm_changed(self, endpoint: VllmEndpoint | None) -> None:
+        if endpoint is None:
+            self.clear_endpoint()
+        else:
+            self.set_endpoint(endpoint.base_url, endpoint.api_key or "", endpoint.served_model)
+
+    def _endpoint(self) -> tuple[str, str | None, str | None]:
+        if self.server_radio.isChecked() and self._announced:
+            base, key, model = self._announced
+        else:
+            base, key, model = self.url_edit.text().strip(), self.key_edit.text().strip(), self.model_edit.text()
+        return base, key or None, model.strip() or None
+
+    # --- files ---------------------------------------------------------------------------------------------
+    def browse_input(self) -> None:
+        self._open_dialog("Choose the requests file", "Requests (*.jsonl *.json *.csv);;All files (*)", False)
+
+    def browse_output(self) -> None:
+        self._open_dialog("Choose where the results go", "JSON lines (*.jsonl);;All files (*)", True)
+
+    def _open_dialog(self, title: str, filters: str, save: bool) -> None:
+        """A non-blocking file dialog; an existing output file is appended to (finished ids are skipped)."""
+        self._dialog = QFileDialog(self, title, "", filters)
+        if save:
+            self._dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+            self._dialog.setOption(QFileDialog.Option.DontConfirmOverwrite, True)
+            self._dialog.setDefaultSuffix("jsonl")
+        else:
+            self._dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        self._dialog.fileSelected.connect(self._output_chosen if save else self._input_chosen)
+        self._dialog.open()
+
+    def _input_chosen(self, path: str) -> None:
+        if path:
+            self.input_edit.setText(path)
+            self._input_edited()
+
+    def _output_chosen(self, path: str) -> None:
+        if path:
+            self.output_edit.setText(path)
+
+    def _input_edited(self) -> None:
+        path = self.input_edit.text().strip()
+        if path and not self.output_edit.text().strip():
+            source = Path(path)
+            self.output_edit.setText(str(source.with_name(f"{source.stem}.results.jsonl")))
+        if path:
+            spawn(self.read_input(), "batch: read input")
+
+    async def read_input(self) -> BatchInput | None:
+        """Read the input file in an executor; list its bad lines. None (and the reason shown) when unreadable."""
+        path = self.input_edit.text().strip()
+        self.problems.clear()
+        self.problems.hide()
+        try:
+            loaded = await asyncio.get_running_loop().run_in_executor(
+                None, load_batch_input, path, self.as_chat.isChecked()
+            )
+        except BatchInputError as exc:
+            self.loaded = None
+            self._say(self.input_info, _plain(str(exc)), error=True)
+            return None
+        self.loaded = loaded
+        for problem in loaded.problems:
+            self.problems.addItem(str(problem))
+        self.problems.setVisible(bool(loaded.problems))
+        bad = f"; {len(loaded.problems)} bad lines will not run (listed below)" if loaded.problems else ""
+        notes = "".join(f" {note}" for note in loaded.notes)
+        self._say(self.input_info, f"{len(loaded.requests)} requests{bad}.{notes}", muted=not loaded.problems)
+        return loaded
+
+    # --- running -------------------------------------------------------------------------------------------
+    def run_batch(self) -> asyncio.Task[Any] | None:
+        """Run the input through the server; None (and the reason shown) when something is missing."""
+        if self._task is not None and not self._task.done():
+            return self._task
+        base, _key, _model = self._endpoint()
+        files = (("an input file", self.input_edit.text()), ("an output file", self.output_edit.text()))
+        missing = [what for what, value in (("a server address", base), *files) if not value.strip()]
+        if missing:
+            self._say(self.status, f"Choose {' and '.join(missing)} first.", error=True)
+            return None
+        self._task = spawn(self._run(), "batch: run")
+        return self._task
+
+    def cancel_batch(self) -> None:
+        """Stop launching and cancel what is in flight; finished results stay in the output file."""
+        if self._runner is not None:
+            self._runner.cancel()
+            self._say(self.status, "Cancelling…")
+
+    async def _run(self) -> None:
+        self._running(True)
+        self.table.setRowCount(0)
+        self.summary = None
+        output = self.output_edit.text().strip()
+        try:
+            loaded = await self.read_input()
+            if loaded is None:
+                return
+            if not loaded.requests:
+                self._say(self.status, "No line of the input can run: fix the lines listed above.", error=True)
+                return
+            base, key, model = self._endpoint()
+            self._runner = BatchRunner(
+                base,
+                api_key=key,
+                model=model,
+                concurrency=self.concurrency.value(),
+                order="shortest" if self.shortest_first.isChecked() else "input",
+                priority=self.priority.isChecked(),
+                progress_interval_s=PROGRESS_INTERVAL_S,
+            )
+            self._say(self.status, f"Running {len(loaded.requests)} requests against {self._runner.endpoint}…")
+            summary = await self._runner.run(loaded.requests, output, self._progressed)
+        except (BatchError, ValueError) as exc:
+            self._say(self.status, f"The batch stopped: {_plain(str(exc))}. Finished results are in {output}.", True)
+        else:
+            self._show_summary(summary, output)
+        finally:
+            self._runner = None
+            self._running(False)
+
+    def _progressed(self, progress: BatchProgress) -> None:
+        finished = progress.done + progress.failed
+        self.progress.setRange(0, max(1, progress.total))
+        self.progress.setValue(finished)
+        parts = [
+            f"{finished} of {progress.total} finished",
+            f"{progress.failed} failed",
+            f"{progress.in_flight} in flight",
+        ]
+        parts.append(f"{progress.output_tokens_per_s:,.1f} tok/s")
+        if progress.eta_s is not None and finished < progress.total:
+            parts.append(f"about {_duration(progress.eta_s)} left")
+        if progress.skipped:
+            parts.append(f"{progress.skipped} already done earlier")
+        self._say(self.progress_label, " · ".join(parts))
+
+    def _show_summary(self, summary: BatchSummary, output: str) -> None:
+        self.summary = summary
+        rows = summary_rows(summary)
+        self.table.setRowCount(len(rows))
+        for row, (name, value) in enumerate(rows):
+            self.table.setItem(row, 0, QTableWidgetItem(name))
+            self.table.setItem(row, 1, QTableWidgetItem(value))
+        self.copy_button.setEnabled(True)
+        if summary.cancelled:
+            text = f"Cancelled. {summary.done + summary.failed} finished results are in {output}; Run again to go on."
+        elif summary.count and not summary.done:
+            text = f"Every request failed. The first: {summary.first_error}"
+        elif not summary.count:
+            text = f"Nothing to do: every request already finished in {output}."
+        else:
+            text = f"Done: {summary.done} of {summary.count} succeeded; results are in {output}."
+        self._say(self.status, text, error=bool(summary.count and not summary.done))
+
+    def start(self) -> None:
+        """Nothing to start: a batch runs when asked."""
+
+    def settings_changed(self) -> None:
+        """No settings of its own: the server comes from the engine host or the typed address."""
+
+    async def shutdown(self) -> None:
+        """Cancel a running batch and wait for it (finished results are already in the output file)."""
+        self._unfollow()
+        task = self._task
+        if task is not None and not task.done():
+            if self._runner is not None:
+                self._runner.cancel()
+            await asyncio.wait({task}, timeout=10)
+            if not task.done():
+                task.cancel()
+
+    def copy_markdown(self) -> str | None:
+        if self.summary is None:
+            return None
+        text = markdown_table(summary_rows(self.summary))
+        QGuiApplication.clipboard().setText(text)
+        return text
+
+    def _running(self, active: bool) -> None:
+        self.run_button.setEnabled(not active)
+        self.cancel_button.setEnabled(active)
+        self.copy_button.setEnabled(not active and self.summary is not None)
+        if active:
+            self.progress.setRange(0, 0)
+            self.progress_label.clear()
+
+    def _say(self, label: QLabel, text: str, error: bool = False, muted: bool = False) -> None:
+        label.setText(text)
+        label.setVisible(bool(text))
+        palette = self.palette()
+        color = error_color(palette) if error else muted_color(palette) if muted else None
+        set_text_color(label, color or palette.color(QPalette.ColorRole.WindowText))
+
+
+def _line(placeholder: str) -> QLineEdit:
+    edit = QLineEdit()
+    edit.setPlaceholderText(placeholder)
+    return edit

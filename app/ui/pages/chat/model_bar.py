@@ -1,0 +1,142 @@
+"""The model bar above the chat: pick a GGUF (recent list or file dialog), load/unload with progress."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QWidget,
+)
+
+from app.services.engines.entries import OLLAMA_PREFIX, engine_prefix, entry_label
+
+
+class ModelBar(QWidget):
+    """Emits requests; the chat panel does the work and reports back with ``set_loading``/``set_loaded``."""
+
+    load_requested = Signal(str)
+    unload_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.models = QComboBox()
+        self.models.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.models.setToolTip("Recent models. Use Open… to pick another .gguf file.")
+        self.models.setPlaceholderText("No model chosen — Open… a .gguf file")
+        self.open_button = QPushButton("Open…")
+        self.load_button = QPushButton("Load")
+        self.unload_button = QPushButton("Unload")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)
+        self.progress.setMaximumWidth(160)
+        self.progress.setTextVisible(False)
+        self.progress.hide()
+        self.elapsed = QLabel()
+        self._started = 0.0
+        self._timer = QTimer(self)
+        self._timer.setInterval(200)
+        self._timer.timeout.connect(self._tick)
+        self._dialog: QFileDialog | None = None
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(QLabel("Model"))
+        for widget in (self.models, self.open_button, self.load_button, self.unload_button, self.progress):
+            layout.addWidget(widget)
+        layout.addWidget(self.elapsed)
+        self.open_button.clicked.connect(self.choose_file)
+        self.load_button.clicked.connect(self._request_load)
+        self.unload_button.clicked.connect(self.unload_requested)
+        self.models.currentIndexChanged.connect(self._update_buttons)
+        self.set_loaded(None)
+
+    def set_recent(self, paths: list[str]) -> None:
+        current = self.current_path()
+        ollama = [(self.models.itemText(i), self.models.itemData(i)) for i in range(self.models.count())]
+        self.models.blockSignals(True)
+        self.models.clear()
+        for path in paths:
+            self.models.addItem(entry_label(path), path)
+            self.models.setItemData(self.models.count() - 1, path, role=3)  # tooltip role
+        for text, data in ollama:
+            if engine_prefix(str(data)) and self.models.findData(data) < 0:
+                self.models.addItem(text, data)
+        if current:
+            self.select(current)
+        elif paths:
+            self.models.setCurrentIndex(0)
+        self.models.blockSignals(False)
+        self._update_buttons()
+
+    def set_ollama_models(self, names: list[str], status: str) -> None:
+        """Offer Ollama's models after the local files (entries ``ollama:NAME``)."""
+        self.set_engine_models(OLLAMA_PREFIX, names)
+        self.models.setToolTip(f"Recent models and other engines' models. Use Open… for another .gguf file.\n{status}")
+
+    def set_engine_models(self, prefix: str, names: list[str]) -> None:
+        """Replace one engine's entries (``prefix`` + name) in the picker."""
+        for index in reversed(range(self.models.count())):
+            if str(self.models.itemData(index)).startswith(prefix):
+                self.models.removeItem(index)
+        for name in names:
+            self.models.addItem(entry_label(prefix + name), prefix + name)
+        self._update_buttons()
+
+    def select(self, path: str) -> None:
+        index = self.models.findData(path)
+        if index < 0:
+            self.models.insertItem(0, entry_label(path), path)
+            index = 0
+        self.models.setCurrentIndex(index)
+
+    def current_path(self) -> str | None:
+        data = self.models.currentData()
+        return str(data) if data else None
+
+    def choose_file(self) -> None:
+        """A non-blocking file dialog; picking a file loads it."""
+        self._dialog = QFileDialog(self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+        self._dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        self._dialog.fileSelected.connect(self._file_chosen)
+        self._dialog.open()
+
+    def _file_chosen(self, path: str) -> None:
+        if path:
+            self.select(path)
+            self.load_requested.emit(path)
+
+    def _request_load(self) -> None:
+        path = self.current_path()
+        if path:
+            self.load_requested.emit(path)
+
+    def set_loading(self, name: str) -> None:
+        self._started = time.monotonic()
+        self.progress.show()
+        self.elapsed.setText(f"Loading {name}…")
+        self._timer.start()
+        self.load_button.setEnabled(False)
+
+    def _tick(self) -> None:
+        self.elapsed.setText(f"Loading… {time.monotonic() - self._started:.1f} s")
+
+    def set_loaded(self, loaded_path: str | None, note: str = "") -> None:
+        self._timer.stop()
+        self.progress.hide()
+        self.loaded_path = loaded_path
+        self.elapsed.setText(note)
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        current = self.current_path()
+        loaded = getattr(self, "loaded_path", None)
+        self.load_button.setEnabled(bool(current))
+        self.load_button.setText("Reload" if current and current == loaded else "Load")
+        self.unload_button.setEnabled(loaded is not None)

@@ -1,0 +1,398 @@
+"""The Modelfiles panel: the user's Modelfiles and the shipped presets, a form and the raw text kept in step,
+Ollama's own errors, Check, Use in chat, and Create in Ollama.
+
+The panel orchestrates; the file list with its New/Open/Save/Delete and inline questions is
+:class:`~app.ui.pages.modelfiles.files.ModelfileFiles`, the create strip
+:class:`~app.ui.pages.modelfiles.ollama_create_bar.OllamaCreateBar`."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import html
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
+
+from app.core.modelfile.params import check_modelfile
+from app.core.modelfile.parser import Modelfile, ModelfileError
+from app.core.user_files import UserFileError
+from app.services.ollama.client import OllamaError, OllamaService
+from app.services.workstation import Workstation
+from app.ui.pages.modelfiles.editor import ModelfileTextPane, error_color, muted_color, set_text_color
+from app.ui.pages.modelfiles.files import SUFFIX, ModelfileFiles, presets_dir, read_document
+from app.ui.pages.modelfiles.form import ModelfileForm
+from app.ui.pages.modelfiles.ollama_create_bar import OllamaCreateBar
+from app.ui.tasks import loop_running, spawn
+
+log = logging.getLogger("app.ui.modelfiles")
+
+
+def _scan_ggufs(folders: list[Path], limit: int = 200) -> list[str]:
+    found: list[str] = []
+    for folder in folders:
+        try:
+            found += sorted(str(p) for p in folder.rglob("*.gguf") if p.is_file())
+        except OSError:
+            continue
+    return list(dict.fromkeys(found))[:limit]
+
+
+class ModelfilePanel(QWidget):
+    use_in_chat_requested = Signal(object)  # the parsed Modelfile
+
+    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.context = context
+        self.saved_text = ""
+        self.ollama_running = False
+        self._started: asyncio.Task[Any] | None = None
+        self._untitled = "Untitled Modelfile"
+        self._rechecking = False
+        self._build()
+        self._style()
+        self._show_title()
+
+    # --- layout ------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.form = ModelfileForm()
+        self.text = ModelfileTextPane()
+        self.editor = self.text.editor
+        self.files = ModelfileFiles(self.context.paths.modelfiles_dir, presets_dir(), self.editor.toPlainText)
+        self.creator = OllamaCreateBar()
+        self.title = QLabel()
+        self.title.setObjectName("modelfile_title")
+        self.copy_button = QPushButton("Edit a copy")
+        self.notice = QLabel()
+        self.notice.setWordWrap(True)
+        self.notice.hide()
+        self.check_button = QPushButton("Check")
+        self.use_button = QPushButton("Use in chat")
+        self.create_button = QPushButton("Create in Ollama…")
+        self.check_label = QLabel()
+        self.check_label.setObjectName("check_result")
+        self.check_label.setWordWrap(True)
+        self.check_label.setTextFormat(Qt.TextFormat.RichText)
+        self.check_label.hide()
+        self.ollama_label = QLabel("Checking for Ollama…")
+        self.ollama_label.setObjectName("ollama_status")
+        self.ollama_label.setWordWrap(True)
+        self.recheck_button = QPushButton("Check again")
+        self.recheck_button.hide()
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.files)
+        splitter.addWidget(self._center())
+        splitter.setSizes([220, 980])
+        splitter.setCollapsible(1, False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(splitter)
+        self._connect()
+
+    def _center(self) -> QWidget:
+        column = QWidget()
+        layout = QVBoxLayout(column)
+        layout.setContentsMargins(0, 0, 0, 0)
+        head = QHBoxLayout()
+        head.addWidget(self.title, 1)
+        head.addWidget(self.copy_button)
+        layout.addLayout(head)
+        for widget in (self.files.ask_bar, self.files.name_bar, self.notice):
+            layout.addWidget(widget)
+        editors = QSplitter(Qt.Orientation.Horizontal)
+        editors.addWidget(self.form)
+        editors.addWidget(self.text)
+        editors.setSizes([520, 460])
+        layout.addWidget(editors, 1)
+        actions = QHBoxLayout()
+        for button in (self.check_button, self.use_button, self.create_button):
+            actions.addWidget(button)
+        actions.addWidget(self.ollama_label, 1)
+        actions.addWidget(self.recheck_button)
+        layout.addLayout(actions)
+        layout.addWidget(self.check_label)
+        layout.addWidget(self.creator)
+        return column
+
+    def _connect(self) -> None:
+        self.files.open_requested.connect(self.open_path)
+        self.files.new_requested.connect(self.new_file)
+        self.files.saved.connect(self._saved)
+        self.files.deleted.connect(lambda _path: self._new())
+        self.files.problem.connect(self.show_notice)
+        self.copy_button.clicked.connect(self.edit_copy)
+        self.editor.textChanged.connect(self._show_title)
+        self.text.parsed.connect(self._parsed)
+        self.text.failed.connect(self._failed)
+        self.form.edited.connect(self._form_edited)
+        self.check_button.clicked.connect(self.check)
+        self.use_button.clicked.connect(self.use_in_chat)
+        self.create_button.clicked.connect(self._offer_create)
+        self.creator.create_requested.connect(self.create_in_ollama)
+        self.creator.created.connect(lambda _name: spawn(self.refresh_from_choices(), "modelfiles: FROM choices"))
+        self.recheck_button.clicked.connect(self.recheck)
+        self.create_button.setEnabled(False)
+
+    def _style(self) -> None:
+        red, muted = error_color(self.palette()), muted_color(self.palette())
+        set_text_color(self.notice, red)
+        set_text_color(self.ollama_label, muted)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._style()
+
+    # --- start ---------------------------------------------------------------------------------------
+    def start(self) -> asyncio.Task[Any]:
+        """List the Modelfiles and the FROM choices, and ask Ollama whether it runs (all off the Qt thread)."""
+        if self._started is None:
+            self._started = spawn(self.refresh(), "modelfiles: refresh")
+        return self._started
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """The first show lists everything; a later one asks Ollama again (it may have been started since)."""
+        super().showEvent(event)
+        if not loop_running():
+            return
+        if self._started is None:
+            self.start()
+        else:
+            self.recheck()
+
+    def recheck(self) -> None:
+        """Ask Ollama again and refill the FROM choices: on a later show, Check again, or changed settings."""
+        if self._started is not None and self._started.done() and not self._rechecking:
+            self._rechecking = True
+            spawn(self._recheck(), "modelfiles: recheck")
+
+    async def shutdown(self) -> None:
+        """Nothing runs in the background here: an Ollama create in progress ends with the app's loop."""
+
+    def settings_changed(self) -> None:
+        """Call after the settings change (Ollama host, model folders, recent models)."""
+        self.recheck()
+
+    async def _recheck(self) -> None:
+        try:
+            await self.refresh_ollama()
+            await self.refresh_from_choices()
+        finally:
+            self._rechecking = False
+
+    async def refresh(self) -> None:
+        await asyncio.gather(self.files.refresh(), self.refresh_ollama())
+        await self.refresh_from_choices()
+
+    async def refresh_from_choices(self) -> None:
+        settings = self.context.settings
+        folders = [self.context.paths.models_dir, *(Path(f) for f in settings.model_folders)]
+        local = await asyncio.get_running_loop().run_in_executor(None, _scan_ggufs, folders)
+        recent = [p for p in settings.recent_models if p.lower().endswith(".gguf")]
+        tags = await self._ollama_tags()
+        self.form.set_from_candidates(
+            [("Recent model", recent), ("In your model folders", [p for p in local if p not in recent]), *tags]
+        )
+
+    async def _ollama_tags(self) -> list[tuple[str, list[str]]]:
+        if not self.ollama_running:
+            return []
+        try:
+            async with OllamaService(self.context.settings.ollama_host) as service:
+                models = await service.list_models()
+        except OllamaError as exc:  # the list is a convenience: say why in the log and go on
+            log.info("Ollama models not listed: %s", exc)
+            return []
+        return [("Ollama model", [m.name for m in models])]
+
+    async def refresh_ollama(self) -> None:
+        try:
+            async with OllamaService(self.context.settings.ollama_host) as service:
+                status = await service.status()
+            running, reason = status.running, status.reason
+        except OllamaError as exc:  # an unusable host setting
+            running, reason = False, str(exc)
+        self.ollama_running = running
+        self.create_button.setEnabled(running)
+        self.ollama_label.setText("" if running else reason)
+        self.ollama_label.setVisible(not running)
+        self.recheck_button.setVisible(not running)
+        if not running:
+            self.creator.bar.hide()
+
+    # --- documents ---------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path | None:
+        """The file on screen; None while it is not saved yet."""
+        return self.files.path
+
+    @property
+    def is_preset(self) -> bool:
+        return self.files.is_preset
+
+    def has_unsaved_changes(self) -> bool:
+        return self.editor.toPlainText() != self.saved_text
+
+    def _show_title(self) -> None:
+        name = self.path.name if self.path else self._untitled
+        mark = " •" if self.has_unsaved_changes() else ""
+        extra = " — preset, read-only: Edit a copy to change it" if self.is_preset else ""
+        self.title.setText(f"<b>{name}{mark}</b>{extra}")
+        self.title.setToolTip(str(self.path or "Not saved yet"))
+        self.copy_button.setVisible(self.is_preset)
+
+    def _guard(self, then: Callable[[], None]) -> None:
+        """Run ``then`` now, or after the user answers the unsaved-changes bar."""
+        if not self.has_unsaved_changes():
+            then()
+            return
+        name = self.path.name if self.path else "this Modelfile"
+        self.files.ask_bar.ask(
+            f"{name} has unsaved changes.",
+            [("Save", lambda: self.save(then=then)), ("Discard", then), ("Cancel", self.files.select_current)],
+        )
+
+    def open_path(self, path: Path) -> None:
+        preset = self.files.is_preset_path(path)
+        self._guard(lambda: self._open(path, preset))
+
+    def _open(self, path: Path, preset: bool) -> None:
+        spawn(self._load(path, preset), "open Modelfile")
+
+    async def _load(self, path: Path, preset: bool) -> None:
+        try:
+            text = await asyncio.get_running_loop().run_in_executor(None, read_document, path)
+        except UserFileError as exc:  # a FIFO, a device, over 1 MiB
+            self.show_notice(f"Cannot open it: {exc}")
+            return
+        except OSError as exc:
+            self.show_notice(f"Cannot read {path}: {exc.strerror or exc}")
+            return
+        self._set_document(text, path, preset)
+
+    def _set_document(self, text: str, path: Path | None, preset: bool, saved: str | None = None) -> None:
+        self.files.set_current(path, preset)
+        self.saved_text = text if saved is None else saved
+        self.hide_notice()
+        self.check_label.hide()
+        self.form.base_dir = path.parent if path else self.context.paths.modelfiles_dir
+        self.form.setEnabled(not preset)
+        self.text.set_text(text, read_only=preset)
+        self._show_title()
+
+    def new_file(self) -> None:
+        self._guard(self._new)
+
+    def _new(self) -> None:
+        self.files.name_edit.clear()
+        self._untitled = "Untitled Modelfile"
+        self._set_document("", None, False)
+
+    def edit_copy(self) -> None:
+        """Turn the preset on screen into an unsaved copy that can be edited and saved in the user's folder."""
+        if self.is_preset and self.path is not None:
+            name = self.path.name
+            self._untitled = f"Copy of {name} (not saved yet)"
+            self._set_document(self.editor.toPlainText(), None, False, saved="")
+            self.files.name_edit.setText(Path(name).stem)
+
+    def save(self, then: Callable[[], None] | None = None) -> None:
+        """Save to the file on screen, or ask for a name (a new Modelfile, a preset); then run ``then``."""
+        self.files.save(then)
+
+    def save_as(self, then: Callable[[], None] | None = None) -> None:
+        """Ask for a name inline; the file goes into the user's Modelfiles folder."""
+        self.files.save_as(then)
+
+    def _saved(self, target: Path, text: str) -> None:
+        self.saved_text = text
+        self.editor.setReadOnly(False)
+        self.form.setEnabled(True)
+        self.form.base_dir = target.parent
+        self.hide_notice()
+        self._show_title()
+
+    # --- text <-> form ------------------------------------------------------------------------------------
+    @property
+    def modelfile(self) -> Modelfile | None:
+        """The commands in the editor (also while only the FROM line is missing), or None."""
+        return self.text.modelfile
+
+    def _parsed(self, modelfile: Modelfile) -> None:
+        self.form.set_error(None)
+        self.form.set_modelfile(modelfile)
+
+    def _failed(self, error: ModelfileError | None) -> None:
+        self.form.set_error(str(error))
+
+    def _form_edited(self, field: str) -> None:
+        """Write the edited field into the Modelfile and show its canonical text (never while text is typed)."""
+        if self.text.timer.isActive():  # text typed a moment ago: take it in, leaving the edited field alone
+            self.text.parse_now(notify=False)
+            if self.text.modelfile is None:
+                self._failed(self.text.error)
+        if self.text.modelfile is None or self.is_preset:
+            return
+        modelfile = copy.deepcopy(self.text.modelfile)
+        try:
+            self.form.apply_field(modelfile, field)
+            text = modelfile.format()
+        except ModelfileError as exc:
+            self.show_notice(f"The form cannot write this {field} into the Modelfile yet: {exc}")
+            return
+        self.hide_notice()
+        self.text.replace_text(text)
+
+    def parsed(self) -> Modelfile | None:
+        """The Modelfile in the editor, or None (the error is on screen) when Ollama would refuse the text."""
+        modelfile = self.text.parse_now()
+        if modelfile is None:
+            self.show_notice(f"Fix the Modelfile first: {self.text.error}")
+        return modelfile
+
+    # --- actions ---------------------------------------------------------------------------------------------
+    def check(self) -> None:
+        modelfile = self.parsed()
+        if modelfile is not None:
+            spawn(self._check(modelfile), "check Modelfile")
+
+    async def _check(self, modelfile: Modelfile) -> None:
+        result = await asyncio.get_running_loop().run_in_executor(None, check_modelfile, modelfile)
+        red = error_color(self.palette()).name()
+        lines = [f'<span style="color:{red}">✖ {_esc(p)}</span>' for p in result.problems]
+        lines += [f"⚠ {_esc(w)}" for w in result.warnings]
+        if not lines:
+            lines = [f"✔ No problems: {len(result.parameters)} parameter(s) Ollama accepts."]
+        self.check_label.setText("<br>".join(lines))
+        self.check_label.show()
+
+    def use_in_chat(self) -> None:
+        modelfile = self.parsed()
+        if modelfile is not None:
+            self.use_in_chat_requested.emit(copy.deepcopy(modelfile))
+
+    def _offer_create(self) -> None:
+        self.creator.offer(self.path.name.removesuffix(SUFFIX) if self.path else "")
+
+    def create_in_ollama(self) -> None:
+        modelfile = self.parsed()
+        if modelfile is not None:
+            base = self.path.parent if self.path else self.context.paths.modelfiles_dir
+            self.creator.create_from(modelfile, base, self.context.settings.ollama_host)
+
+    # --- notices --------------------------------------------------------------------------------------------
+    def show_notice(self, text: str) -> None:
+        self.notice.setText(text)
+        self.notice.show()
+
+    def hide_notice(self) -> None:
+        self.notice.hide()
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text))

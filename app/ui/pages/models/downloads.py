@@ -1,0 +1,256 @@
+"""Models → Downloads: the persistent download queue with progress, speed, ETA, state and the actions on a job.
+
+The queue (``DownloadManager``) runs its jobs on worker threads; this view polls its snapshot twice a second
+and never blocks: loading the queue, adding a job (a file write) and shutting down run in the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.services.downloads.jobs import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, STALLED, VERIFYING, DownloadJob
+from app.services.downloads.manager import JobView
+from app.services.downloads.queue import DownloadManager
+from app.services.workstation import Workstation
+from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.factories import wrapped_label
+
+log = logging.getLogger("app.ui.downloads")
+POLL_MS = 500
+COLUMNS = ("Download", "State", "Progress", "Speed", "ETA", "Size")
+_ID = Qt.ItemDataRole.UserRole
+STATE_TEXT = {
+    QUEUED: "Queued",
+    DOWNLOADING: "Downloading",
+    STALLED: "Stalled (no data)",
+    PAUSED: "Paused",
+    VERIFYING: "Verifying sha256",
+    DONE: "Done",
+    FAILED: "Failed",
+}
+
+
+def human_bytes(n_bytes: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+def eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class DownloadsPanel(QWidget):
+    download_completed = Signal(str)  # the local path of a finished job
+
+    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.context = context
+        self.manager: DownloadManager | None = None
+        self.views: list[JobView] = []
+        self._states: dict[str, str] = {}
+        self._start_task: asyncio.Task[Any] | None = None
+        self.timer = QTimer(self)
+        self.timer.setInterval(POLL_MS)
+        self.timer.timeout.connect(self.refresh)
+        self._build()
+        QTimer.singleShot(0, self._start_soon)  # unfinished downloads continue when the app starts
+
+    def _build(self) -> None:
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("downloads_table")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().hide()
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.empty_label = QLabel("No downloads yet: find a model in Discover and press Download.")
+        self.detail = QLabel()
+        self.detail.setObjectName("downloads_detail")
+        self.detail.setWordWrap(True)
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.pause_button = QPushButton("Pause")
+        self.resume_button = QPushButton("Resume")
+        self.retry_button = QPushButton("Retry")
+        self.cancel_button = QPushButton("Cancel")
+        self.remove_button = QPushButton("Remove from list")
+        actions = QHBoxLayout()
+        for button, slot in (
+            (self.pause_button, self._pause),
+            (self.resume_button, self._resume),
+            (self.retry_button, self._resume),
+            (self.cancel_button, self._cancel),
+            (self.remove_button, self._remove),
+        ):
+            button.clicked.connect(slot)
+            actions.addWidget(button)
+        actions.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.empty_label)
+        self.save_problem_label = wrapped_label(name="downloads_save_problem", hidden=True)
+        layout.addWidget(self.save_problem_label)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.detail)
+        layout.addLayout(actions)
+        self._selection_changed()
+
+    # --- the queue ---------------------------------------------------------------------------------------------
+    def _start_soon(self) -> None:
+        if loop_running() and self._start_task is None:
+            self.start()
+
+    def start(self) -> asyncio.Task[Any]:
+        """Load the saved queue (off the Qt thread) and continue its unfinished jobs."""
+        if self._start_task is None:
+            self._start_task = spawn(self._start(), "downloads: start")
+        return self._start_task
+
+    async def _start(self) -> None:
+        store = self.context.paths.data_dir / "downloads.json"
+        token = self.context.settings.hf_token or None  # None: huggingface_hub's own stored token
+        manager = await asyncio.get_running_loop().run_in_executor(None, lambda: DownloadManager(store, token=token))
+        self.manager = manager
+        manager.start()
+        self.refresh()
+        self.timer.start()
+
+    async def add_job(self, job: DownloadJob) -> None:
+        """Queue ``job`` (its first save runs in the executor) and show it; raises when the queue cannot start."""
+        await self.start()
+        if self.manager is None:
+            raise RuntimeError("the download queue did not start")
+        await asyncio.get_running_loop().run_in_executor(None, self.manager.add, job)
+        self.refresh()
+
+    def settings_changed(self) -> None:
+        """The token may have changed: jobs started from now on use the new one."""
+        if self.manager is not None:
+            self.manager.token = self.context.settings.hf_token or None
+
+    async def shutdown(self) -> None:
+        """Stop the workers; running jobs stay queued and continue at the next start."""
+        self.timer.stop()
+        if self._start_task is not None and not self._start_task.done():
+            await asyncio.wait([self._start_task], timeout=10)
+        if self.manager is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.manager.shutdown)
+
+    # --- the view ----------------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Draw the latest snapshot; announce jobs that have just finished."""
+        if self.manager is None:
+            return
+        selected = self.selected_id()
+        self.views = self.manager.views()
+        self.table.setRowCount(len(self.views))
+        for row, view in enumerate(self.views):
+            self._fill_row(row, view)
+            if view.state == DONE and self._states.get(view.id) not in (None, DONE):
+                self.download_completed.emit(view.local_path)
+            self._states[view.id] = view.state
+        self.empty_label.setVisible(not self.views)
+        problem = self.manager.save_problem
+        self.save_problem_label.setText(problem or "")
+        self.save_problem_label.setVisible(bool(problem))
+        if selected is not None:
+            ids = [v.id for v in self.views]
+            if selected in ids:
+                self.table.selectRow(ids.index(selected))
+        self._selection_changed()
+
+    def _fill_row(self, row: int, view: JobView) -> None:
+        cells = (
+            view.title,
+            STATE_TEXT.get(view.state, view.state),
+            "",
+            f"{human_bytes(view.speed_bytes_per_s)}/s" if view.state == DOWNLOADING else "",
+            eta_text(view.eta_s) if view.state == DOWNLOADING else "",
+            f"{human_bytes(view.done_bytes)} / {human_bytes(view.total_bytes)}",
+        )
+        for column, text in enumerate(cells):
+            item = self.table.item(row, column)
+            if item is None:
+                item = QTableWidgetItem()
+                self.table.setItem(row, column, item)
+            item.setText(text)
+            item.setData(_ID, view.id)
+            item.setToolTip(view.error or view.note or view.local_path)
+        bar = self.table.cellWidget(row, 2)
+        if not isinstance(bar, QProgressBar):
+            bar = QProgressBar()
+            bar.setRange(0, 1000)
+            self.table.setCellWidget(row, 2, bar)
+        bar.setValue(int(view.fraction * 1000))
+        bar.setFormat(f"{view.fraction:.1%}")
+
+    def selected_id(self) -> str | None:
+        items = self.table.selectedItems()
+        return str(items[0].data(_ID)) if items else None
+
+    def selected_view(self) -> JobView | None:
+        job_id = self.selected_id()
+        return next((v for v in self.views if v.id == job_id), None)
+
+    def _selection_changed(self) -> None:
+        view = self.selected_view()
+        state = view.state if view else None
+        self.pause_button.setEnabled(state in (QUEUED, DOWNLOADING, STALLED))
+        self.resume_button.setEnabled(state == PAUSED)
+        self.retry_button.setEnabled(state == FAILED)
+        self.cancel_button.setEnabled(state not in (None, DONE))
+        self.remove_button.setEnabled(state in (DONE, FAILED, PAUSED))
+        if view is None:
+            self.detail.setText("")
+        elif view.error:
+            self.detail.setText(f"Failed: {view.error}")
+        elif view.note:
+            self.detail.setText(view.note)
+        else:
+            self.detail.setText(view.local_path if view.state == DONE else "")
+
+    def _act(self, action: str) -> asyncio.Task[Any] | None:
+        job_id = self.selected_id()
+        if self.manager is None or job_id is None:
+            return None
+        return spawn(self._run_action(getattr(self.manager, action), job_id), f"downloads: {action}")
+
+    async def _run_action(self, action: Any, job_id: str) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, action, job_id)  # saves the queue file
+        self.refresh()
+
+    def _pause(self) -> None:
+        self._act("pause")
+
+    def _resume(self) -> None:
+        self._act("resume")
+
+    def _cancel(self) -> None:
+        self._act("cancel")
+
+    def _remove(self) -> None:
+        self._act("remove")

@@ -1,0 +1,180 @@
+"""The memory estimator on the Models page: live controls, breakdown bars and the fits verdict.
+
+Recomputing is pure arithmetic on a header already read (``estimate_memory`` / ``fit_verdict``), so it runs
+on every control change; the machine's memory is read once per refresh, off the Qt thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+
+from PySide6.QtCore import QSignalBlocker
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.gguf.header import GgufFileError, GgufHeader
+from app.core.memory.estimate import EstimateSettings, MemoryEstimate, estimate_memory
+from app.core.memory.fit import FitVerdict, MachineMemory, fit_verdict
+from app.core.params import KV_CACHE_TYPES
+from app.services.monitor.machine_memory import read_machine_memory
+from app.ui.pages.modelfiles.editor import error_color, set_text_color
+from app.ui.pages.models.memory_bars import BarRow, MemoryBars, gib
+
+log = logging.getLogger("app.ui.models")
+MAX_CONTEXT = 1 << 20
+
+
+class ModelEstimator(QGroupBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Memory estimate", parent)
+        self.setObjectName("model_estimator")
+        self.header: GgufHeader | None = None
+        self.machine: MachineMemory | None = None
+        self.estimate: MemoryEstimate | None = None
+        self.verdict: FitVerdict | None = None
+        self._build()
+        self.set_header(None)
+
+    def _build(self) -> None:
+        self.context_size = QSpinBox()
+        self.context_size.setRange(16, MAX_CONTEXT)
+        self.context_size.setSingleStep(1024)
+        self.context_size.setValue(4096)
+        self.context_size.setSuffix(" tokens")
+        self.gpu_layers = QSpinBox()
+        self.gpu_layers.setRange(0, 0)
+        self.type_k = QComboBox()
+        self.type_v = QComboBox()
+        for combo in (self.type_k, self.type_v):
+            combo.addItems(list(KV_CACHE_TYPES))
+        self.flash_attn = QCheckBox("Flash attention")
+        kv = QHBoxLayout()
+        kv.addWidget(QLabel("K"))
+        kv.addWidget(self.type_k)
+        kv.addWidget(QLabel("V"))
+        kv.addWidget(self.type_v)
+        kv.addWidget(self.flash_attn)
+        kv.addStretch(1)
+        form = QFormLayout()
+        form.addRow("Context", self.context_size)
+        form.addRow("GPU layers", self.gpu_layers)
+        form.addRow("KV cache", kv)
+        self.bars = MemoryBars()
+        self.verdict_label = QLabel()
+        self.verdict_label.setObjectName("fit_verdict")
+        self.verdict_label.setWordWrap(True)
+        self.suggestions_label = QLabel()
+        self.suggestions_label.setObjectName("fit_suggestions")
+        self.suggestions_label.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.bars)
+        layout.addWidget(self.verdict_label)
+        layout.addWidget(self.suggestions_label)
+        for spin in (self.context_size, self.gpu_layers):
+            spin.valueChanged.connect(self.recompute)
+        for combo in (self.type_k, self.type_v):
+            combo.currentIndexChanged.connect(self.recompute)
+        self.flash_attn.toggled.connect(self.recompute)
+
+    def settings(self) -> EstimateSettings:
+        return EstimateSettings(
+            n_ctx=self.context_size.value(),
+            n_gpu_layers=self.gpu_layers.value(),
+            type_k=self.type_k.currentText(),
+            type_v=self.type_v.currentText(),
+            flash_attn=self.flash_attn.isChecked(),
+            cpu_amx=self.machine is not None and self.machine.cpu_amx,
+        )
+
+    def set_header(self, header: GgufHeader | None) -> None:
+        """A GGUF's header (already read) to estimate for; None for HF folders and broken files."""
+        self.header = header
+        self.setEnabled(header is not None)
+        if header is None:
+            self.estimate = self.verdict = None
+            self.bars.set_rows([])
+            self.verdict_label.setText("The estimate covers GGUF models (llama.cpp).")
+            self.suggestions_label.setText("")
+            return
+        with QSignalBlocker(self.gpu_layers), QSignalBlocker(self.context_size):
+            self.gpu_layers.setRange(0, self._gpu_layer_max())
+            has_gpu = self.machine is not None and bool(self.machine.gpu_free_bytes)
+            self.gpu_layers.setValue(self.gpu_layers.maximum() if has_gpu else 0)
+            trained = header.context_length or 4096
+            self.context_size.setValue(min(trained, 4096))
+        self.recompute()
+
+    async def refresh_machine(self) -> None:
+        """Read this machine's GPU and RAM (NVML, /proc) off the Qt thread, then recompute."""
+        machine = await asyncio.get_running_loop().run_in_executor(None, read_machine_memory)
+        first = self.machine is None
+        self.machine = machine
+        has_gpu = bool(machine.gpu_free_bytes)
+        reason = machine.gpu_unavailable_reason or "No GPU found."
+        self.gpu_layers.setToolTip(", ".join(machine.gpu_names) if has_gpu else f"{reason} Everything runs from RAM.")
+        self.gpu_layers.setSpecialValueText("" if has_gpu else "none (no GPU here)")
+        self.gpu_layers.setEnabled(has_gpu)  # llama.cpp without a GPU keeps every layer on the host
+        with QSignalBlocker(self.gpu_layers):
+            self.gpu_layers.setRange(0, self._gpu_layer_max())
+            if first and has_gpu and self.gpu_layers.value() == 0:
+                self.gpu_layers.setValue(self.gpu_layers.maximum())
+        self.recompute()
+
+    def _gpu_layer_max(self) -> int:
+        """The repeating blocks plus the output layer; 0 without a header or on a machine without a GPU."""
+        if self.header is None or (self.machine is not None and not self.machine.gpu_free_bytes):
+            return 0
+        return (self.header.block_count or 0) + 1
+
+    def recompute(self, *_args: object) -> None:
+        if self.header is None:
+            return
+        settings = self.settings()
+        try:
+            self.estimate = estimate_memory(self.header, settings)
+        except GgufFileError as exc:  # an architecture or layout the estimator does not know
+            self.estimate = self.verdict = None
+            self.bars.set_rows([])
+            self.verdict_label.setText(html.escape(str(exc)))
+            self.suggestions_label.setText("")
+            return
+        self.bars.set_rows(self._rows(self.estimate))
+        if self.machine is None:
+            self.verdict = None
+            self.verdict_label.setText(f"Needs about {gib(self.estimate.total_bytes)}. Reading this machine's memory…")
+            self.suggestions_label.setText("")
+            return
+        self.verdict = fit_verdict(self.header, settings, self.machine)
+        self._show_verdict(self.verdict)
+
+    def _rows(self, e: MemoryEstimate) -> list[BarRow]:
+        rows = []
+        machine = self.machine
+        if e.gpu_bytes or (machine is not None and machine.gpu_free_bytes):
+            free = sum(machine.gpu_free_bytes) if machine is not None and machine.gpu_free_bytes else None
+            other_gpu = e.gpu_bytes - e.weights_gpu_bytes - e.kv_gpu_bytes  # compute buffers
+            rows.append(BarRow("GPU", (e.weights_gpu_bytes, e.kv_gpu_bytes, max(other_gpu, 0)), free))
+        ram = machine.ram_available_bytes if machine is not None else None
+        other_host = e.host_bytes - e.weights_host_bytes - e.kv_host_bytes  # compute and output buffers
+        rows.append(BarRow("RAM", (e.weights_host_bytes, e.kv_host_bytes, max(other_host, 0)), ram))
+        return rows
+
+    def _show_verdict(self, verdict: FitVerdict) -> None:
+        self.verdict_label.setText(f"<b>{html.escape(verdict.summary)}</b>")
+        palette = self.palette()
+        set_text_color(
+            self.verdict_label, error_color(palette) if verdict.state == "wont_fit" else palette.windowText().color()
+        )
+        self.suggestions_label.setText("\n".join(f"• {s}" for s in verdict.suggestions))

@@ -1,0 +1,414 @@
+"""The Ollama part of the Models page: is Ollama running, its installed models (chat, delete), the models it
+holds in memory (refreshed while the panel is visible), and pulling a model with progress and Cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.services.engines.entries import OLLAMA_PREFIX
+from app.services.ollama.client import LocalModel, OllamaError, OllamaService, OllamaStatus, PullProgress, RunningModel
+from app.services.workstation import Workstation
+from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
+from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.factories import read_only_table, widget_row, wrapped_label
+
+log = logging.getLogger("app.ui.ollama_models")
+REFRESH_MS = 3000
+INSTALLED_COLUMNS = ("Name", "Size", "Family", "Parameters", "Quantization", "Modified")
+RUNNING_COLUMNS = ("Name", "Size", "In VRAM", "VRAM %", "Context", "Expires")
+_NAME = Qt.ItemDataRole.UserRole
+_SPANS = (
+    ("year", 31_536_000),
+    ("month", 2_592_000),
+    ("week", 604_800),
+    ("day", 86_400),
+    ("hour", 3600),
+    ("minute", 60),
+)
+
+
+def human_size(size: int) -> str:
+    """Bytes as Ollama's CLI shows them (decimal units): ``2.0 GB``, ``274 MB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}" if size < 10 * scale else f"{size / scale:.0f} {unit}"
+    return f"{size} B"
+
+
+def relative_time(stamp: str) -> str:
+    """An ISO time as ``3 days ago`` or ``in 4 minutes`` (``never`` for Ollama's keep-forever expiry)."""
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return ""
+    seconds = ((moment if moment.tzinfo else moment.replace(tzinfo=UTC)) - datetime.now(UTC)).total_seconds()
+    if seconds > 10 * 31_536_000:  # keep_alive -1
+        return "never (kept loaded)"
+    span = next((f"{int(abs(seconds) // n)} {unit}" for unit, n in _SPANS if abs(seconds) >= n), "")
+    if span and not span.startswith("1 "):
+        span += "s"
+    span = span or "less than a minute"
+    return f"in {span}" if seconds > 0 else f"{span} ago"
+
+
+def _fill(table: QTableWidget, names: list[str], rows: list[list[tuple[str, str, bool]]]) -> None:
+    """One row per model: (text, tooltip, right-aligned) per cell; every cell knows its model's name."""
+    table.setRowCount(len(rows))
+    for row, (name, cells) in enumerate(zip(names, rows, strict=True)):
+        for column, (text, tip, right) in enumerate(cells):
+            item = QTableWidgetItem(text)
+            item.setData(_NAME, name)
+            item.setToolTip(tip)
+            if right:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            table.setItem(row, column, item)
+
+
+class OllamaModelsPanel(QWidget):
+    chat_requested = Signal(str)  # the model entry, "ollama:NAME"
+
+    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.context = context
+        self.ollama_running = False
+        self.status: OllamaStatus | None = None
+        self.installed: list[LocalModel] = []
+        self.running: list[RunningModel] = []
+        self._started: asyncio.Task[Any] | None = None
+        self._pull_task: asyncio.Task[Any] | None = None
+        self._lock = asyncio.Lock()
+        self._delete_name = ""
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self._tick)
+        self._build()
+        self._style()
+
+    # --- layout ----------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.status_label = wrapped_label("Checking for Ollama…", "ollama_models_status")
+        self.recheck_button = QPushButton("Check again")
+        self.refresh_button = QPushButton("Refresh")
+        self.installed_table = read_only_table(INSTALLED_COLUMNS, "ollama_installed")
+        self.empty_label = wrapped_label("Ollama has no models yet: pull one below, for example llama3.2.")
+        self.chat_button = QPushButton("Chat with it")
+        self.delete_button = QPushButton("Delete…")
+        self.notice = wrapped_label()
+        self.confirm_text = wrapped_label()
+        self.confirm_delete_button = QPushButton("Delete")
+        self.confirm_cancel_button = QPushButton("Cancel")
+        self.confirm_bar = QFrame()  # an inline question, never a modal dialog
+        self.confirm_bar.setFrameShape(QFrame.Shape.StyledPanel)
+        self.confirm_bar.setLayout(
+            widget_row(self.confirm_text, self.confirm_delete_button, self.confirm_cancel_button, stretch_at=0)
+        )
+        self.running_table = read_only_table(RUNNING_COLUMNS, "ollama_running")
+        self.pull_name = QLineEdit()
+        self.pull_name.setPlaceholderText("Model to pull, for example llama3.2 or qwen3:4b")
+        self.pull_button = QPushButton("Pull")
+        self.pull_cancel = QPushButton("Cancel")
+        self.pull_progress = QProgressBar()
+        self.pull_progress.setFixedWidth(200)
+        self.pull_status = wrapped_label(name="pull_status")
+        self.body = QWidget()
+        self._lay_out()
+        self._connect()
+
+    def _lay_out(self) -> None:
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(widget_row(self.status_label, self.recheck_button, self.refresh_button, stretch_at=0))
+        body = QVBoxLayout(self.body)
+        body.setContentsMargins(0, 0, 0, 0)
+        body.addWidget(_heading("Installed models"))
+        body.addWidget(self.installed_table, 3)
+        body.addWidget(self.empty_label)
+        body.addLayout(widget_row(self.chat_button, self.delete_button, self.notice, stretch_at=2))
+        body.addWidget(self.confirm_bar)
+        body.addWidget(_heading("Loaded in memory"))
+        body.addWidget(self.running_table, 1)
+        body.addWidget(_heading("Pull a model from the Ollama library"))
+        body.addLayout(widget_row(self.pull_name, self.pull_button, self.pull_progress, self.pull_cancel, stretch_at=0))
+        body.addWidget(self.pull_status)
+        layout.addWidget(self.body, 1)
+        layout.addStretch(0)  # takes the room only while the body is hidden (Ollama not running)
+        policy = self.notice.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)  # the buttons keep their size whether a notice shows or not
+        self.notice.setSizePolicy(policy)
+        for widget in (self.empty_label, self.confirm_bar, self.notice, self.pull_cancel, self.pull_progress):
+            widget.hide()
+
+    def _connect(self) -> None:
+        self.recheck_button.clicked.connect(self.recheck)
+        self.refresh_button.clicked.connect(self.recheck)
+        self.installed_table.itemSelectionChanged.connect(self._selection_changed)
+        self.installed_table.itemDoubleClicked.connect(self.chat_with_selected)
+        self.chat_button.clicked.connect(self.chat_with_selected)
+        self.delete_button.clicked.connect(self.ask_delete)
+        self.confirm_delete_button.clicked.connect(self.confirm_delete)
+        self.confirm_cancel_button.clicked.connect(self.confirm_bar.hide)
+        self.pull_button.clicked.connect(self.pull)
+        self.pull_name.returnPressed.connect(self.pull)
+        self.pull_cancel.clicked.connect(self.cancel_pull)
+        self._selection_changed()
+
+    def _style(self) -> None:
+        set_text_color(self.empty_label, muted_color(self.palette()))
+        self._show_status(self.status)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._style()
+
+    # --- start, visibility, refresh ----------------------------------------------------------------------------
+    def start(self) -> asyncio.Task[Any]:
+        """Ask Ollama whether it runs and list its models (off the Qt thread); the first call's task."""
+        if self._started is None:
+            self._started = self.recheck()
+        return self._started
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """The first show starts the panel; a later one asks Ollama again. Memory is polled while visible."""
+        super().showEvent(event)
+        if not loop_running():
+            return
+        if self._started is None:
+            self.start()
+        else:
+            self.recheck()
+        self.timer.start()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self.timer.stop()
+
+    async def shutdown(self) -> None:
+        """Nothing runs in the background here: each action is one request."""
+
+    def settings_changed(self) -> None:
+        """Call after the settings change: the Ollama host is read again."""
+        if self._started is not None:
+            self.recheck()
+
+    def recheck(self) -> asyncio.Task[Any]:
+        """Status and both tables again (Check again, Refresh, a later show, changed settings)."""
+        self.recheck_button.setEnabled(False)
+        self.refresh_button.setEnabled(False)
+        return spawn(self._locked(self.refresh), "ollama models: refresh")
+
+    def _tick(self) -> None:
+        if not loop_running():
+            return
+        if self.ollama_running and self.isVisible() and not self._lock.locked():
+            spawn(self._locked(self.refresh_running), "ollama models: running")
+
+    async def _locked(self, step: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        async with self._lock:  # one conversation with Ollama at a time; a refresh never overtakes another
+            await step()
+
+    def _service(self) -> OllamaService:
+        return OllamaService(self.context.settings.ollama_host)
+
+    async def refresh(self) -> None:
+        try:
+            async with self._service() as service:
+                status = await service.status()
+                if status.running:
+                    installed, running = await service.list_models(), await service.running_models()
+        except OllamaError as exc:  # an unusable host setting, or Ollama went away between two calls
+            status = OllamaStatus(False, self.context.settings.ollama_host, reason=str(exc))
+        self._show_status(status)
+        if status.running:
+            self._fill_installed(installed)
+            self._fill_running(running)
+
+    async def refresh_running(self) -> None:
+        try:
+            async with self._service() as service:
+                running = await service.running_models()
+        except OllamaError as exc:  # stopped since the last look: say so calmly, once
+            log.info("Ollama models in memory not listed: %s", exc)
+            await self.refresh()
+            return
+        self._fill_running(running)
+
+    def _show_status(self, status: OllamaStatus | None) -> None:
+        self.status = status
+        self.ollama_running = bool(status and status.running)
+        self.recheck_button.setEnabled(True)
+        self.refresh_button.setEnabled(True)
+        if status is None:
+            text = "Checking for Ollama…"
+        elif status.running:
+            text = f"● Ollama {status.version} is running at {status.host}"
+        else:
+            text = status.reason
+        self.status_label.setText(text)
+        color = self.palette().color(QPalette.ColorRole.WindowText)
+        set_text_color(self.status_label, color if self.ollama_running else muted_color(self.palette()))
+        self.recheck_button.setVisible(status is not None and not status.running)
+        self.refresh_button.setVisible(self.ollama_running)
+        self.body.setVisible(self.ollama_running)
+        if not self.ollama_running:
+            self._fill_installed([])
+            self._fill_running([])
+            self.confirm_bar.hide()
+            self.empty_label.hide()
+
+    # --- tables -----------------------------------------------------------------------------------------------
+    def _fill_installed(self, models: list[LocalModel]) -> None:
+        selected, self.installed = self.selected_model(), models
+        rows = [
+            [
+                (m.name, m.digest[:12], False),
+                (human_size(m.size), f"{m.size:,} bytes", True),
+                (m.family, "", False),
+                (m.parameter_size, "", True),
+                (m.quantization_level, "", False),
+                (relative_time(m.modified_at), m.modified_at, False),
+            ]
+            for m in models
+        ]
+        _fill(self.installed_table, [m.name for m in models], rows)
+        if selected in (names := [m.name for m in models]):
+            self.installed_table.selectRow(names.index(selected))
+        self.empty_label.setVisible(self.ollama_running and not models)
+        self._selection_changed()
+
+    def _fill_running(self, models: list[RunningModel]) -> None:
+        self.running = models
+        rows = []
+        for m in models:
+            gpu = round(100 * m.vram_fraction)
+            rows.append(
+                [
+                    (m.name, "", False),
+                    (human_size(m.size), f"{m.size:,} bytes", True),
+                    (human_size(m.size_vram), f"{m.size_vram:,} bytes", True),
+                    (f"{gpu}%", f"{gpu}% GPU / {100 - gpu}% CPU", True),
+                    (f"{m.context_length:,}" if m.context_length else "", "", True),
+                    (relative_time(m.expires_at), m.expires_at, False),
+                ]
+            )
+        _fill(self.running_table, [m.name for m in models], rows)
+
+    def selected_model(self) -> str:
+        items = self.installed_table.selectedItems()
+        return str(items[0].data(_NAME)) if items else ""
+
+    def _selection_changed(self) -> None:
+        chosen = bool(self.selected_model())
+        self.chat_button.setEnabled(chosen)
+        self.delete_button.setEnabled(chosen)
+
+    # --- chat and delete --------------------------------------------------------------------------------------
+    def chat_with_selected(self) -> None:
+        if name := self.selected_model():
+            self.chat_requested.emit(OLLAMA_PREFIX + name)
+
+    def ask_delete(self) -> None:
+        """An inline question, not a modal dialog: Delete or Cancel."""
+        name = self.selected_model()
+        if not name:
+            return
+        self._delete_name = name
+        self.notice.hide()
+        size = next((human_size(m.size) for m in self.installed if m.name == name), "")
+        self.confirm_text.setText(f"Delete {name} from Ollama ({size})? Pulling it again downloads it again.")
+        self.confirm_bar.show()
+
+    def confirm_delete(self) -> asyncio.Task[Any] | None:
+        self.confirm_bar.hide()
+        name, self._delete_name = self._delete_name, ""
+        return spawn(self._locked(lambda: self._delete(name)), f"ollama rm {name}") if name else None
+
+    async def _delete(self, name: str) -> None:
+        try:
+            async with self._service() as service:
+                await service.delete(name)
+        except OllamaError as exc:
+            log.warning("delete %s failed: %s", name, exc)
+            self._say(self.notice, f"{name} was not deleted: {exc}", error=True)
+        else:
+            self._say(self.notice, f"Deleted {name}.")
+        await self.refresh()
+
+    # --- pull -------------------------------------------------------------------------------------------------
+    def pull(self) -> asyncio.Task[Any] | None:
+        name = self.pull_name.text().strip()
+        if self._pull_task is not None and not self._pull_task.done():
+            return self._pull_task
+        if not name:
+            self._say(self.pull_status, "Type the name of a model to pull, for example llama3.2.", error=True)
+            return None
+        self._pulling(True)
+        self._say(self.pull_status, f"Pulling {name}…")
+        self._pull_task = spawn(self._pull(name), f"ollama pull {name}")
+        return self._pull_task
+
+    def cancel_pull(self) -> None:
+        if self._pull_task is not None and not self._pull_task.done():
+            self._pull_task.cancel()
+
+    async def _pull(self, name: str) -> None:
+        try:
+            async with self._service() as service:
+                await service.pull(name, self._pull_progressed)
+        except OllamaError as exc:
+            log.warning("pull %s failed: %s", name, exc)
+            self._say(self.pull_status, f"{name} was not pulled: {exc}", error=True)
+        except asyncio.CancelledError:
+            self._say(self.pull_status, f"Pull of {name} cancelled. Pull it again to continue the download.")
+            raise
+        else:
+            self._say(self.pull_status, f"Pulled {name}: it is in the list above, ready to chat with.")
+            self.pull_name.clear()
+        finally:
+            self._pulling(False)
+        await self._locked(self.refresh)
+
+    def _pulling(self, active: bool) -> None:
+        self.pull_button.setEnabled(not active)
+        self.pull_name.setEnabled(not active)
+        self.pull_cancel.setVisible(active)
+        self.pull_progress.setVisible(active)
+        self.pull_progress.setRange(0, 0)  # busy until the first sizes arrive
+
+    def _pull_progressed(self, progress: PullProgress) -> None:
+        text = "Finishing…" if progress.done else progress.status
+        if progress.total:
+            self.pull_progress.setRange(0, 1000)
+            self.pull_progress.setValue(int(1000 * progress.completed / progress.total))
+            text += f" — {human_size(progress.completed)} of {human_size(progress.total)}"
+        self._say(self.pull_status, text)
+
+    def _say(self, label: QLabel, text: str, error: bool = False) -> None:
+        label.setText(text)
+        label.setVisible(bool(text))
+        color = error_color(self.palette()) if error else self.palette().color(QPalette.ColorRole.WindowText)
+        set_text_color(label, color)
+
+
+def _heading(text: str) -> QLabel:
+    label = QLabel(f"<b>{text}</b>")
+    label.setTextFormat(Qt.TextFormat.RichText)
+    return label
