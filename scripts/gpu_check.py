@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.monitor.snapshot import GpuReadout, format_bytes
+from app.core.monitor.snapshot import GpuReadout
+from app.core.units import format_bytes
 from app.services.monitor.nvml import NvmlReader
 
 

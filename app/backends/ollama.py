@@ -37,6 +37,7 @@ from app.backends.protocol import (
 )
 from app.core import safe_json
 from app.core.chat.conversation import ReplyStats
+from app.core.errors import InvalidInputError
 from app.core.lazy_import import lazy_import
 from app.core.params import LoadParams, SamplingParams
 
@@ -61,7 +62,7 @@ def stream_timeout() -> httpx.Timeout:
     return httpx.Timeout(None, connect=5.0)
 
 
-BUSY_MESSAGE = "A reply is being generated. Stop it (Esc) before loading another model."
+BUSY_MESSAGE = "A reply is being generated. Stop it before loading another model."
 
 
 # --- hosts --------------------------------------------------------------------------------------------------
@@ -83,13 +84,17 @@ def resolve_host(configured: str | None = None) -> str:
     elif scheme == "https":
         port = 443
     else:
-        raise ValueError(f"The Ollama host '{_redact(raw)}' must start with http:// or https://.")
+        raise InvalidInputError(
+            f"The Ollama host '{_redact(raw)}' must start with http:// or https://.", setting="host"
+        )
     try:
         split = urllib.parse.urlsplit(f"{scheme}://{hostport}")
         hostname = split.hostname or "127.0.0.1"
         port = split.port or port
     except ValueError as exc:
-        raise ValueError(f"The Ollama host '{_redact(raw)}' is not a valid address ({exc}).") from None
+        raise InvalidInputError(
+            f"The Ollama host '{_redact(raw)}' is not a valid address ({exc}).", setting="host"
+        ) from None
     if hostname == "0.0.0.0":
         hostname = "127.0.0.1"
     elif hostname == "::":

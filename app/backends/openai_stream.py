@@ -18,7 +18,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from app.backends.http_json import response_json_or_none
 from app.backends.http_lines import closing_lines
@@ -117,11 +117,17 @@ class StreamError(Exception):
 # --- server-sent events ------------------------------------------------------------------------------------
 
 
-def sse_data(line: str) -> str | None:
-    """The data of a server-sent ``data:`` line (``DONE`` at the end of the stream); None for any other line."""
-    if not line.startswith("data:"):
-        return None
-    return line[5:].strip()
+@overload
+def sse_data(line: str) -> str | None: ...
+@overload
+def sse_data(line: bytes) -> bytes | None: ...
+def sse_data(line: str | bytes) -> str | bytes | None:
+    """The data of a server-sent ``data:`` line (``DONE`` at the end of the stream); None for any other line.
+
+    Text or bytes alike: a reader that parses the JSON from bytes keeps malformed UTF-8 an error."""
+    if isinstance(line, bytes):
+        return line[5:].strip() if line.startswith(b"data:") else None
+    return line[5:].strip() if line.startswith("data:") else None
 
 
 # --- one reply ---------------------------------------------------------------------------------------------

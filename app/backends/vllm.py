@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import urllib.parse
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from app.backends.http_json import response_json
@@ -40,6 +39,7 @@ from app.backends.protocol import (
     ModelLoadError,
     StateKind,
 )
+from app.backends.server_url import normalize_server_url
 from app.core.chat.conversation import ReplyStats
 from app.core.lazy_import import lazy_import
 from app.core.params import LoadParams, SamplingParams
@@ -68,17 +68,8 @@ class EngineMetrics(Protocol):
 
 # --- helpers -----------------------------------------------------------------------------------------------
 def normalize_url(url: str | None) -> str:
-    """``host:port``, ``http://host:port/`` or ``…/v1`` → ``http://host:port``; user info is refused."""
-    raw = (url or "").strip() or DEFAULT_URL
-    if "://" not in raw:
-        raw = "http://" + raw
-    split = urllib.parse.urlsplit(raw)
-    if split.scheme not in ("http", "https") or not split.hostname:
-        raise BackendError(f"'{raw}' is not a vLLM server address. Use one like {DEFAULT_URL}.")
-    if split.username or split.password:
-        raise BackendError("Put the vLLM API key in the API key field, not in the server address.")
-    path = split.path.rstrip("/").removesuffix("/v1")
-    return urllib.parse.urlunsplit((split.scheme, split.netloc, path, "", ""))
+    """A vLLM server's base URL (``DEFAULT_URL`` when none is given): see ``normalize_server_url``."""
+    return normalize_server_url(url, default=DEFAULT_URL)
 
 
 # --- the backend -------------------------------------------------------------------------------------------
@@ -264,7 +255,7 @@ class VllmBackend(BackendBase):
     def _key_refused(self) -> str:
         if self._api_key:
             return f"vLLM at {self.base_url} refused the API key (HTTP 401): enter the key it was started with."
-        return f"vLLM at {self.base_url} needs an API key (HTTP 401): enter the key it was started with (--api-key)."
+        return f"vLLM at {self.base_url} needs an API key (HTTP 401): enter the key the server was started with."
 
     def _transport_failure(self, exc: BaseException, doing: str) -> str:
         if isinstance(exc, httpx.ConnectError):

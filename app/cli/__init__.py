@@ -14,7 +14,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="llm-workstation", description="Run large language models on this machine: chat, serve, monitor."
     )
     parser.add_argument("--version", action="version", version=f"llm-workstation {__version__}")
-    parser.add_argument("--screenshot", metavar="FILE", help="render the main window offscreen to a PNG and exit")
+    parser.add_argument("--screenshot", metavar="FILE", help="render the window offscreen to a PNG and exit")
+    parser.add_argument("--size", metavar="WxH", default="1366x768", help="with --screenshot: the window size")
+    parser.add_argument("--page", default="chat", help="with --screenshot: the page, e.g. chat, models/discover")
+    parser.add_argument("--palette", choices=("light", "dark"), default=None, help="with --screenshot: the palette")
+    parser.add_argument("--model", default=None, help="with --screenshot: load this model (a .gguf) first")
+    parser.add_argument("--prompt", default=None, help="with --screenshot --model: send this and wait for the reply")
     parser.add_argument("--smoke", action="store_true", help="build the window, process events, exit 0")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     _add_chat(verbs)
@@ -91,9 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     secure_app_files()  # what earlier versions left readable by others becomes owner-only (window and CLI)
     if args.verb is None:
-        from app.ui.app import run_gui
-
-        return run_gui(screenshot=args.screenshot, smoke=args.smoke)
+        return _run_gui(args)
     for module in _verb_modules():
         if args.verb == "bench" and args.bench_kind in getattr(module, "BENCH_KINDS", ()):
             return int(module.run_bench(args))
@@ -102,6 +105,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.cli import chat as commands
 
     return commands.run(args)
+
+
+def _run_gui(args: argparse.Namespace) -> int:
+    """The window, or one offscreen screenshot of it; bad screenshot options exit 2 before Qt starts."""
+    from app.cli.common import EXIT_BAD_INPUT, fail
+    from app.ui.page_paths import PAGE_PATHS  # Qt-free
+
+    shot = None
+    if args.screenshot:
+        size = _size(args.size)
+        if size is None:
+            return fail(f"--size {args.size!r} is not WIDTHxHEIGHT (e.g. 1366x768)", EXIT_BAD_INPUT)
+        if args.page not in PAGE_PATHS:
+            return fail(f"unknown page {args.page!r}; pages: {', '.join(PAGE_PATHS)}", EXIT_BAD_INPUT)
+        from app.ui.app import Screenshot
+
+        shot = Screenshot(args.screenshot, size, args.page, args.palette, args.model, args.prompt)
+    from app.ui.app import run_gui
+
+    return run_gui(screenshot=shot, smoke=args.smoke)
+
+
+def _size(text: str) -> tuple[int, int] | None:
+    width, _, height = text.lower().partition("x")
+    if not (width.isdigit() and height.isdigit()) or not (200 <= int(width) <= 8000 and 200 <= int(height) <= 8000):
+        return None
+    return int(width), int(height)
 
 
 if __name__ == "__main__":

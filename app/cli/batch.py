@@ -18,22 +18,15 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from app.cli.common import API_KEY_ENV, EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail, fail_error
 from app.core.batch.input import BatchInputError, InputProblem, load_batch_input
+from app.core.units import MISSING, format_duration, format_tokens_per_s
 
 if TYPE_CHECKING:
     from app.services.batch.runner import BatchProgress, BatchSummary
 
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_CANCELLED = 130
 MAX_LISTED_PROBLEMS = 20
-API_KEY_ENV = "LLMW_API_KEY"
 T = TypeVar("T")
-
-
-def fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"llm-workstation: {message}", file=sys.stderr)
-    return code
 
 
 # --- parsers ------------------------------------------------------------------------------------------------------
@@ -107,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load_batch_input(args.input, as_chat=args.chat)
     except BatchInputError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc)
     _list_problems(args.input, loaded.problems)
     for note in loaded.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -134,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     _print_summary(summary, args, len(loaded.problems))
     if summary.cancelled:
         return fail(
-            f"cancelled; finished results are in {args.output}, run the same command to continue", EXIT_CANCELLED
+            f"cancelled; finished results are in {args.output}, run the same command to continue", EXIT_INTERRUPTED
         )
     if summary.count and not summary.done:
         return fail(f"every request failed; the first: {summary.first_error}")
@@ -152,21 +145,20 @@ def _list_problems(path: str, problems: list[InputProblem]) -> None:
 
 def _serve(args: argparse.Namespace, body: Callable[[str, str | None], Coroutine[Any, Any, T]]) -> tuple[int, T | None]:
     """Run ``body(endpoint, model)`` against --endpoint, or a vLLM started for it; map failures to exit codes."""
-    from app.services.batch.runner import BatchError, normalize_endpoint
+    from app.backends.server_url import normalize_server_url
+    from app.services.batch.runner import BatchError
 
     try:
         if args.endpoint:
-            endpoint = normalize_endpoint(args.endpoint)
+            endpoint = normalize_server_url(args.endpoint)
             return 0, asyncio.run(body(endpoint, args.model))
         return 0, asyncio.run(_with_vllm(args, body))
-    except (ValueError, BatchInputError) as exc:  # ValueError: the endpoint or a runner option
-        return fail(str(exc), EXIT_BAD_INPUT), None
-    except BatchError as exc:
-        return fail(str(exc)), None
+    except (ValueError, BatchError) as exc:  # ValueError: the endpoint, a runner option, the input or output file
+        return fail_error(exc), None
     except OSError as exc:
         return fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}"), None
     except KeyboardInterrupt:
-        return fail("interrupted", EXIT_CANCELLED), None
+        return fail("interrupted", EXIT_INTERRUPTED), None
 
 
 async def _cancellable(cancel: Callable[[], None], work: Awaitable[T]) -> T:
@@ -213,7 +205,7 @@ async def _with_vllm(args: argparse.Namespace, body: Callable[[str, str | None],
     try:
         await server.start(on_phase=lambda event: print(f"vLLM: {event.phase} ({event.at_s:.0f} s)", file=sys.stderr))
     except VllmServerError as exc:  # start() has already stopped what it started
-        raise BatchError(f"vLLM did not start: {' '.join(str(exc).split())}") from None
+        raise BatchError(f"vLLM did not start: {' '.join(str(exc).split())}", kind=exc.kind) from None
     try:
         return await body(server.base_url, options.display_name)
     finally:
@@ -245,10 +237,10 @@ class _ProgressLine:
         if not self.tty and now - self.shown_at < 10 and not finished:
             return
         self.shown_at = now
-        eta = "" if progress.eta_s is None or finished else f", ETA {_duration(progress.eta_s)}"
+        eta = "" if progress.eta_s is None or finished else f", ETA {format_duration(progress.eta_s)}"
         text = (
             f"batch: {progress.done + progress.failed}/{progress.total} finished, {progress.failed} failed, "
-            f"{progress.in_flight} in flight, {progress.output_tokens_per_s:,.0f} tok/s{eta}"
+            f"{progress.in_flight} in flight, {format_tokens_per_s(progress.output_tokens_per_s)}{eta}"
         )
         if self.tty:
             sys.stderr.write(f"\r\033[K{text}" + ("\n" if finished else ""))
@@ -257,13 +249,8 @@ class _ProgressLine:
         sys.stderr.flush()
 
 
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds + 0.5), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
-
 def _ms(values: dict[str, float | None]) -> str:
-    return "  ".join(f"{key} {value:,.0f}" if value is not None else f"{key} -" for key, value in values.items())
+    return "  ".join(f"{key} {MISSING if value is None else f'{value:,.0f}'}" for key, value in values.items())
 
 
 def _print_summary(summary: BatchSummary, args: argparse.Namespace, bad_lines: int) -> None:
@@ -275,7 +262,7 @@ def _print_summary(summary: BatchSummary, args: argparse.Namespace, bad_lines: i
     lines = [
         f"model {summary.model}: {summary.count} requests, {summary.done} done, {summary.failed} failed, "
         f"{summary.skipped} skipped (already in {args.output}), {summary.wall_s:.1f} s",
-        f"output: {summary.output_tokens:,} tokens, {summary.output_tokens_per_s:,.1f} tok/s",
+        f"output: {summary.output_tokens:,} tokens, {format_tokens_per_s(summary.output_tokens_per_s)}",
         f"latency ms  {_ms(summary.latency_ms)}",
         f"TTFT ms     {_ms(summary.ttft_ms)}",
         f"results in {args.output}",

@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli.batch import API_KEY_ENV
-from app.cli.chat import EXIT_BAD_INPUT, EXIT_FAILED, fail
+from app.cli.common import API_KEY_ENV, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail, fail_error
 from app.core.bench.stats import BenchRow, text_table
 from app.core.bench.workload import BenchWorkload, parse_concurrencies, parse_levels
 
@@ -81,7 +80,7 @@ def run_bench(args: argparse.Namespace) -> int:
     try:
         return _bench_run(args) if args.bench_kind == "run" else _bench_runs(args)
     except KeyboardInterrupt:
-        return fail("interrupted", 130)
+        return fail("interrupted", EXIT_INTERRUPTED)
 
 
 def _workload(args: argparse.Namespace) -> BenchWorkload:
@@ -151,7 +150,7 @@ def _bench_run(args: argparse.Namespace) -> int:
     try:
         workload, target = _workload(args), _target(args)
     except ValueError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc)
 
     def progress(step: Any) -> None:
         if not args.json and sys.stderr.isatty():
@@ -159,8 +158,8 @@ def _bench_run(args: argparse.Namespace) -> int:
 
     try:
         result = asyncio.run(run_bench(target, workload, progress=progress))
-    except BenchRunError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+    except BenchRunError as exc:  # settings that cannot run; an engine that fails gives skipped rows instead
+        return fail_error(exc)
     if sys.stderr.isatty() and not args.json:
         print(file=sys.stderr)
     if args.save:
@@ -169,7 +168,7 @@ def _bench_run(args: argparse.Namespace) -> int:
         try:
             result["id"] = _store().save(result)
         except BenchStoreError as exc:
-            return fail(str(exc))
+            return fail_error(exc)
     rows = [BenchRow.from_dict(r) for r in result["rows"]]
     print(json.dumps(result, indent=2) if args.json else _run_text(result, rows))
     skipped = [r for r in rows if r.skipped]
@@ -207,7 +206,7 @@ def _bench_runs(args: argparse.Namespace) -> int:
         try:
             ratios = store.compare(*args.compare)
         except BenchStoreError as exc:
-            return fail(str(exc), EXIT_BAD_INPUT)
+            return fail_error(exc)
         if args.json:
             print(json.dumps({"before": args.compare[0], "after": args.compare[1], "rows": ratios}, indent=2))
         else:

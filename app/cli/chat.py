@@ -9,18 +9,10 @@ import sys
 from typing import Any
 
 from app.backends.protocol import BackendError
-from app.core.errors import InvalidInputError
+from app.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail, fail_error
 from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.load_checks import context_beyond_training, memory_refusal
 from app.core.params import LoadParams, SamplingParams
-
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-
-
-def fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"llm-workstation: {message}", file=sys.stderr)
-    return code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,14 +20,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         return handlers[args.verb](args)
     except KeyboardInterrupt:
-        return fail("interrupted", 130)
+        return fail("interrupted", EXIT_INTERRUPTED)
 
 
 def chat(args: argparse.Namespace) -> int:
     try:
         header = read_gguf_header(args.model)
     except GgufFileError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc)
     load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_gpu_layers=args.gpu_layers)
     if problems := load.problems():
         return fail(" ".join(problems), EXIT_BAD_INPUT)
@@ -51,7 +43,7 @@ def chat(args: argparse.Namespace) -> int:
         result = asyncio.run(_chat(args.model, load, sampling, messages))
     except BackendError as exc:  # a request that cannot work as asked (LoadRefusedError) is bad input
         print(file=sys.stdout, flush=True)
-        return fail(str(exc).replace("\n", " "), EXIT_BAD_INPUT if isinstance(exc, InvalidInputError) else EXIT_FAILED)
+        return fail_error(exc)
     if args.json:
         print(json.dumps(result))
     return 0
@@ -97,14 +89,14 @@ def bench(args: argparse.Namespace) -> int:
     try:
         read_gguf_header(args.model)
     except GgufFileError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc)
     from app.devtools.chat_bench import bench_chat
 
     load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_threads=args.threads)
     try:
         report = asyncio.run(bench_chat(args.model, load, args.max_tokens, args.runs))
     except BackendError as exc:
-        return fail(str(exc))
+        return fail_error(exc)
     return _print_report(report, args.json, _chat_bench_lines)
 
 
@@ -145,7 +137,7 @@ def starter_model(args: argparse.Namespace) -> int:
     try:
         path = ensure_starter_model(folder)
     except StarterModelError as exc:
-        return fail(str(exc))
+        return fail_error(exc, {"models_dir": "--dir"})
     print(path)
     print(NOTE, file=sys.stderr)
     return 0

@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from app.cli.chat import EXIT_BAD_INPUT, EXIT_FAILED, fail
+from app.cli.common import EXIT_BAD_INPUT, fail, fail_error
+from app.core.errors import ErrorKind
 from app.services.desktop_install import (
     DesktopInstallError,
     DesktopResult,
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         launcher = _launcher(args.exec_path)
         result = install(data_dir, launcher, run_tools=not args.no_refresh)
     except DesktopInstallError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT if exc.bad_input else EXIT_FAILED)
+        return fail_error(exc)
     _report("installed", result, data_dir)
     print(f"LLM Workstation is in the desktop menu; it starts {launcher}")
     return 0
@@ -59,7 +60,7 @@ def _launcher(exec_path: str | None) -> Path:
         return current_launcher()
     path = Path(exec_path).expanduser().absolute()
     if not (path.is_file() and os.access(path, os.X_OK)):
-        raise DesktopInstallError(f"--exec {exec_path}: not an executable file.", bad_input=True)
+        raise DesktopInstallError(f"--exec {exec_path}: not an executable file.", kind=ErrorKind.INVALID_INPUT)
     return path
 
 

@@ -13,23 +13,18 @@ import threading
 import time
 from typing import Any
 
+from app.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, OPTION_HINTS, code_for, fail, fail_error, with_hint
 from app.core.settings import SettingsError, load_settings
-from app.services.downloads.fetch import FetchPolicy
+from app.core.units import MISSING, format_byte_rate, format_bytes, format_duration
+from app.services.downloads.fetch import FetchPolicy, kind_of_reason
 from app.services.downloads.hub import FORMATS, SORTS, HubError, HubService, resolve_token
 from app.services.downloads.jobs import DONE, DownloadJob
 from app.services.downloads.manager import JobControl, SpeedMeter, run_job
 from app.services.paths import app_paths
 
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 VERBS = ("hub", "download")
 BENCH_KINDS = ("download",)
 BAR_WIDTH = 28
-
-
-def fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"llm-workstation: {message}", file=sys.stderr)
-    return code
 
 
 def add_parser(verbs: argparse._SubParsersAction) -> None:
@@ -65,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(app_paths().settings_file)
     except SettingsError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc)
     service = HubService(token=resolve_token(settings.hf_token))
     try:
         if args.verb == "download":
@@ -73,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
         if args.hub_action == "search":
             return _search(service, args)
         return _files(service, args)
-    except HubError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT if exc.kind in ("bad_input", "not_found") else EXIT_FAILED)
+    except HubError as exc:  # bad input and not found exit 2, the Hub unreachable or refusing 1
+        return fail_error(exc, {"files": f"`llm-workstation hub files {getattr(args, 'repo', 'REPO')}` lists them"})
 
 
 def _search(service: HubService, args: argparse.Namespace) -> int:
@@ -98,13 +93,13 @@ def _files(service: HubService, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(detail.to_dict(), indent=1))
         return 0
-    print(f"{detail.id} @ {detail.commit[:12]}  license {detail.license or '?'}{'  gated' if detail.gated else ''}")
+    print(f"{detail.id} @ {detail.commit[:12]}  license {detail.license or MISSING}{'  gated' if detail.gated else ''}")
     for f in detail.files:
-        print(f"  {f.path:<70} {_size(f.size_bytes):>10}")
+        print(f"  {f.path:<70} {format_bytes(f.size_bytes):>10}")
     for c in detail.candidates:
         shards = f"  {len(c.files)}/{c.shard_count} shards" if c.shard_count > 1 else ""
         kind = "  projector" if c.is_projector else ""
-        print(f"GGUF {c.quant or '?':<10} {_size(c.size_bytes):>10}  {c.key}{shards}{kind}")
+        print(f"GGUF {c.quant or MISSING:<10} {format_bytes(c.size_bytes):>10}  {c.key}{shards}{kind}")
     return 0
 
 
@@ -123,10 +118,10 @@ def _download(service: HubService, args: argparse.Namespace, target_dir: str) ->
         ctl.stop.set()
         worker.join(10)
         print(file=sys.stderr)
-        return fail("interrupted; run the same command again to resume from the partial file", 130)
-    if job.state != DONE:
-        code = EXIT_BAD_INPUT if job.error_kind in ("not_found", "bad_input") else EXIT_FAILED
-        return fail(job.error.replace("\n", " "), code)
+        return fail("interrupted; run the same command again to resume from the partial file", EXIT_INTERRUPTED)
+    if job.state != DONE:  # the job keeps why it failed (its reason) for the window's list too
+        hint = OPTION_HINTS["download_dir"] if job.error_kind == "disk" else None
+        return fail(with_hint(job.error, hint), code_for(kind_of_reason(job.error_kind)))
     print(job.local_path)
     return 0
 
@@ -149,27 +144,12 @@ def _bar(job: DownloadJob, ctl: JobControl, speed: float, now: float) -> str:
     fraction = done / total if total else 0.0
     filled = int(fraction * BAR_WIDTH)
     stalled = now - ctl.transfer.last_byte_monotonic > ctl.policy.stall_s / 2 and job.state != DONE
-    eta = f"ETA {_duration((total - done) / speed)}" if speed > 0 and total > done else ""
-    status = "stalled" if stalled else ctl.transfer.note or f"{speed / 1e6:6.1f} MB/s {eta}"
+    eta = f"ETA {format_duration((total - done) / speed)}" if speed > 0 and total > done else ""
+    status = "stalled" if stalled else ctl.transfer.note or f"{format_byte_rate(speed):>11} {eta}"
     return (
-        f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:6.1%} {_size(done)}/{_size(total)} "
+        f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:6.1%} {format_bytes(done)}/{format_bytes(total)} "
         f"{job.state:<11} {status}"
     )[:160].ljust(100)
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-def _size(size_bytes: int | None) -> str:
-    if size_bytes is None:
-        return "?"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size_bytes >= scale:
-            return f"{size_bytes / scale:.1f} {unit}"
-    return f"{size_bytes} B"
 
 
 def run_bench(args: argparse.Namespace) -> int:

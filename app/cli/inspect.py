@@ -10,20 +10,15 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from app.cli.common import EXIT_BAD_INPUT, fail, fail_error
 from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.gguf.inspect import ModelInfo, inspect_gguf
 from app.core.memory.estimate import KV_CACHE_TYPES, EstimateSettings, MemoryEstimate, estimate_memory
-from app.core.memory.fit import fit_verdict, gib
+from app.core.memory.fit import fit_verdict
+from app.core.units import MISSING, format_bytes
 
 VERBS = ("inspect",)
 BENCH_KINDS = ("estimate",)
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-
-
-def fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"llm-workstation: {message}", file=sys.stderr)
-    return code
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         info = inspect_gguf(args.model)
         estimate = estimate_memory(header, settings)
     except GgufFileError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc)
     from app.services.monitor.machine_memory import read_machine_memory
 
     machine = read_machine_memory()
@@ -100,8 +95,8 @@ def _summary(info: ModelInfo, estimate: MemoryEstimate, settings: EstimateSettin
     swa = f", sliding window {info.sliding_window} on {len(info.sliding_layers)} layers" if info.sliding_window else ""
     lines = [
         f"{info.name} ({info.architecture}, {info.parameter_count / 1e6:,.1f} M parameters)",
-        f"  file: {info.path} ({info.file_size / (1 << 20):,.1f} MiB, GGUF v{info.gguf_version})",
-        f"  quantization: {info.file_type or '?'} (most bytes: {info.dominant_tensor_type})",
+        f"  file: {info.path} ({format_bytes(info.file_size)}, GGUF v{info.gguf_version})",
+        f"  quantization: {info.file_type or MISSING} (most bytes: {info.dominant_tensor_type})",
         f"  context: {info.context_length} tokens trained; layers {info.block_count}, "
         f"embedding {info.embedding_length}",
         f"  attention: {heads}{dims}{swa}",
@@ -114,16 +109,17 @@ def _summary(info: ModelInfo, estimate: MemoryEstimate, settings: EstimateSettin
         lines.append(f"  split: part {info.split.index} of {info.split.count} ({state})")
     lines.append(
         f"Memory at n_ctx={settings.n_ctx}, KV {settings.type_k}/{settings.type_v}, "
-        f"{estimate.gpu_layers} GPU layers: weights {gib(estimate.weights_bytes)}, KV {gib(estimate.kv_cache_bytes)}, "
-        f"compute {gib(estimate.compute_bytes)}; total {gib(estimate.total_bytes)} "
-        f"(GPU {gib(estimate.gpu_bytes)}, host {gib(estimate.host_bytes)})"
+        f"{estimate.gpu_layers} GPU layers: weights {format_bytes(estimate.weights_bytes)}, "
+        f"KV {format_bytes(estimate.kv_cache_bytes)}, "
+        f"compute {format_bytes(estimate.compute_bytes)}; total {format_bytes(estimate.total_bytes)} "
+        f"(GPU {format_bytes(estimate.gpu_bytes)}, host {format_bytes(estimate.host_bytes)})"
     )
     copies = (
         ("AMX (this CPU has Intel AMX)", estimate.weights_amx_bytes),
         ("CPU_REPACK", estimate.weights_repack_bytes),
     )
     if estimate.weights_copy_bytes:
-        named = ", ".join(f"{name} {gib(size)}" for name, size in copies if size)
+        named = ", ".join(f"{name} {format_bytes(size)}" for name, size in copies if size)
         lines.append(f"  of the weights, llama.cpp's copies for its CPU kernels: {named}")
     return "\n".join(lines)
 
@@ -137,7 +133,7 @@ def run_bench(args: argparse.Namespace) -> int:
         try:
             read_gguf_header(model)
         except GgufFileError as exc:
-            return fail(str(exc), EXIT_BAD_INPUT)
+            return fail_error(exc)
     if not args.json:
         print("estimate/actual (llama.cpp's logged buffer sizes) per component, and the estimate's error")
         if llama_cpp_uses_amx():

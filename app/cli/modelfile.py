@@ -6,12 +6,10 @@ import argparse
 import json
 import sys
 
+from app.cli.common import EXIT_BAD_INPUT, fail, fail_error
 from app.core.modelfile.params import check_modelfile
 from app.core.modelfile.parser import Modelfile, ModelfileError, parse_modelfile, read_modelfile
 from app.core.user_files import UserFileError
-
-EXIT_BAD_INPUT = 2
-
 
 VERBS = ("modelfile",)
 
@@ -32,15 +30,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         data = read_modelfile(args.file)  # a FIFO, a device or a file over 1 MiB is refused before reading
     except UserFileError as exc:
-        print(f"llm-workstation: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail_error(exc)
     except OSError as exc:
-        print(f"llm-workstation: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(f"cannot read {args.file}: {exc.strerror or exc}", EXIT_BAD_INPUT)
     try:
         modelfile = parse_modelfile(data)
     except ModelfileError as exc:
-        print(str(exc), file=sys.stderr)
+        print(str(exc), file=sys.stderr)  # Ollama's own text, without the prefix, as `ollama create` prints it
         return EXIT_BAD_INPUT
     return {"parse": _parse, "check": _check, "fmt": _fmt}[args.modelfile_action](modelfile, args)
 

@@ -12,20 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail, fail_error
 from app.core.settings import SettingsError, load_settings
-from app.services.library.index import LibraryEntry, LibraryRoots, ModelLibrary, human_bytes, human_count
+from app.core.units import MISSING, format_bytes
+from app.services.library.index import LibraryEntry, LibraryRoots, ModelLibrary, human_count
 from app.services.paths import app_paths
 
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 VERBS = ("models",)
 BENCH_KINDS = ("library",)
 COLUMNS = ("NAME", "ARCH", "PARAMS", "QUANT", "SIZE", "CONTEXT", "BACKEND", "SOURCE")
-
-
-def fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"llm-workstation: {message}", file=sys.stderr)
-    return code
 
 
 def add_parser(verbs: argparse._SubParsersAction) -> None:
@@ -48,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(paths.settings_file)
     except SettingsError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc)
     extra = [Path(f).expanduser() for f in args.folder]
     for folder in extra:
         if not folder.is_dir():
@@ -58,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         scan = ModelLibrary(roots, paths.cache_dir / "library-index.json").scan()
     except KeyboardInterrupt:
-        return fail("interrupted", 130)
+        return fail("interrupted", EXIT_INTERRUPTED)
     for problem in scan.problems:
         print(f"llm-workstation: {problem}", file=sys.stderr)
     entries = sorted(scan.entries, key=lambda e: (e.error is not None, e.name.lower()))
@@ -84,11 +79,11 @@ def format_table(entries: list[LibraryEntry]) -> str:
 def _row(e: LibraryEntry) -> tuple[str, ...]:
     return (
         e.name,
-        e.architecture or "-",
-        human_count(e.parameter_count) or "-",
-        e.quantization or "-",
-        human_bytes(e.size_bytes),
-        f"{e.context_length:,}" if e.context_length else "-",
+        e.architecture or MISSING,
+        human_count(e.parameter_count) or MISSING,
+        e.quantization or MISSING,
+        format_bytes(e.size_bytes),
+        f"{e.context_length:,}" if e.context_length else MISSING,
         "error" if e.error else e.backend,
         e.source,
     )
@@ -106,7 +101,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 def _bench_lines(r: dict[str, Any]) -> list[str]:
     return [
-        f"Library indexing, {r['files']} GGUF files of {human_bytes(r['file_size_bytes'])} each (same run):",
+        f"Library indexing, {r['files']} GGUF files of {format_bytes(r['file_size_bytes'])} each (same run):",
         f"  first scan (every header read):  {r['first_scan_s'] * 1000:8.1f} ms  "
         f"({r['first_scan_headers_read']} headers read)",
         f"  cached rescan (median of {r['runs']}):    {r['cached_scan_s'] * 1000:8.1f} ms  "

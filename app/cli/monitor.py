@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.core.monitor.snapshot import MonitorSnapshot, format_bytes
+from app.cli.common import EXIT_BAD_INPUT, fail
+from app.core.monitor.snapshot import MonitorSnapshot
+from app.core.units import MISSING, format_bytes
 
 if TYPE_CHECKING:
     from app.services.monitor.sampler import MonitorSampler
 
 VERBS = ("monitor",)
 BENCH_KINDS = ("monitor",)
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-
-
-def fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"llm-workstation: {message}", file=sys.stderr)
-    return code
 
 
 def add_parser(verbs: argparse._SubParsersAction) -> None:
@@ -96,11 +90,11 @@ def describe(snapshot: MonitorSnapshot, first: bool = False) -> str:
     """One line for a terminal."""
     parts = [time.strftime("%H:%M:%S", time.localtime(snapshot.taken_at_s))]
     if snapshot.gpu_unavailable_reason:
-        parts.append(f"No NVIDIA GPU: {snapshot.gpu_unavailable_reason}" if first else "GPU N/A")
+        parts.append(f"No NVIDIA GPU: {snapshot.gpu_unavailable_reason}" if first else f"GPU {MISSING}")
     for gpu in snapshot.gpus:
         memory = f"{format_bytes(gpu.memory_used_bytes)}/{format_bytes(gpu.memory_total_bytes)}"
-        util = "N/A" if gpu.utilization_percent is None else f"{gpu.utilization_percent}%"
-        power = "N/A" if gpu.power_mw is None else f"{gpu.power_mw / 1000:.0f} W"
+        util = MISSING if gpu.utilization_percent is None else f"{gpu.utilization_percent}%"
+        power = MISSING if gpu.power_mw is None else f"{gpu.power_mw / 1000:.0f} W"
         parts.append(f"GPU{gpu.index} {memory} {util} {power}")
     ram = snapshot.ram
     parts.append(f"RAM {format_bytes(ram.used_bytes)}/{format_bytes(ram.total_bytes)}")

@@ -16,25 +16,21 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from app.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail, fail_error
+from app.core.errors import ErrorKind
 from app.core.modelfile.parser import Modelfile, ModelfileError, parse_modelfile, read_modelfile
+from app.core.units import format_bytes, relative_time
 from app.core.user_files import UserFileError
 
 if TYPE_CHECKING:
     from app.services.ollama.client import OllamaService
 
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
 HOST_HELP = "the Ollama server (default: OLLAMA_HOST, else http://127.0.0.1:11434)"
-
-
-def fail(message: str, code: int = EXIT_FAILED) -> int:
-    print(f"llm-workstation: {message}", file=sys.stderr)
-    return code
+# As Ollama's own command: a model Ollama does not have is a failed pull or rm (1), not bad input.
+EXIT_CODES = {ErrorKind.NOT_FOUND: EXIT_FAILED}
 
 
 VERBS = ("ollama",)
@@ -83,7 +79,7 @@ def _with_ollama(args: argparse.Namespace, work: Callable[[OllamaService], Await
     try:
         host = resolve_host(args.host)
     except ValueError as exc:
-        return fail(f"{exc} Check --host or OLLAMA_HOST.", EXIT_BAD_INPUT)
+        return fail_error(exc)
 
     async def session() -> int:
         async with OllamaService(host) as service:
@@ -93,7 +89,7 @@ def _with_ollama(args: argparse.Namespace, work: Callable[[OllamaService], Await
             try:
                 return await work(service)
             except OllamaError as exc:
-                return fail(str(exc).replace("\n", " "))
+                return fail_error(exc, overrides=EXIT_CODES)
 
     return asyncio.run(session())
 
@@ -106,8 +102,8 @@ async def _list(service: OllamaService, as_json: bool) -> int:
         return 0
     rows = [["NAME", "ID", "SIZE", "PARAMETERS", "QUANTIZATION", "MODIFIED"]]
     for m in models:
-        modified = _since(m.modified_at)
-        rows.append([m.name, m.digest[:12], human_size(m.size), m.parameter_size, m.quantization_level, modified])
+        modified = relative_time(m.modified_at)
+        rows.append([m.name, m.digest[:12], format_bytes(m.size), m.parameter_size, m.quantization_level, modified])
     _print_columns(rows)
     return 0
 
@@ -123,11 +119,11 @@ async def _ps(service: OllamaService, as_json: bool) -> int:
         rows.append(
             [
                 m.name,
-                human_size(m.size),
-                human_size(m.size_vram),
+                format_bytes(m.size),
+                format_bytes(m.size_vram),
                 processor(m.vram_fraction),
                 context,
-                _until(m.expires_at),
+                relative_time(m.expires_at),
             ]
         )
     _print_columns(rows)
@@ -142,7 +138,7 @@ async def _rm(service: OllamaService, names: list[str]) -> int:
         try:
             await service.delete(name)
         except OllamaError as exc:
-            code = fail(str(exc))
+            code = fail_error(exc, overrides=EXIT_CODES)
             continue
         print(f"deleted '{name}'")
     return code
@@ -163,7 +159,7 @@ def _create(args: argparse.Namespace) -> int:
     try:
         data = read_modelfile(args.file)  # a FIFO, a device or a file over 1 MiB is refused before reading
     except UserFileError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc)
     except OSError as exc:
         return fail(f"cannot read {args.file}: {exc.strerror or exc}", EXIT_BAD_INPUT)
     try:
@@ -183,7 +179,7 @@ async def _create_in(
     try:
         plan = await plan_create(modelfile, folder)  # hashes the files in a worker thread
     except CreatePlanError as exc:
-        return fail(str(exc), EXIT_BAD_INPUT)
+        return fail_error(exc, overrides=EXIT_CODES)
     for warning in plan.warnings:
         print(warning, file=sys.stderr)
     progress = Progress()
@@ -206,7 +202,7 @@ class Progress:
         self.width = 0
 
     def show(self, status: str, completed: int = 0, total: int = 0) -> None:
-        sizes = f" {100 * completed // total:3d}% {human_size(completed)}/{human_size(total)}" if total else ""
+        sizes = f" {100 * completed // total:3d}% {format_bytes(completed)}/{format_bytes(total)}" if total else ""
         if self.tty:
             line = f"{status}{sizes}"
             if status != self.last and self.width:
@@ -227,58 +223,12 @@ class Progress:
 
 
 # --- formatting -----------------------------------------------------------------------------------------------
-def human_size(size: int) -> str:
-    """Bytes as Ollama's CLI shows them (decimal units): ``2.0 GB``, ``274 MB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
-    return f"{size} B"
-
-
 def processor(vram_fraction: float) -> str:
     """Where a loaded model sits, as ``ollama ps`` says it: ``100% GPU``, ``100% CPU``, ``48%/52% CPU/GPU``."""
     gpu = round(100 * vram_fraction)
     if gpu >= 100:
         return "100% GPU"
     return "100% CPU" if gpu <= 0 else f"{100 - gpu}%/{gpu}% CPU/GPU"
-
-
-def _span(seconds: float) -> str:
-    for unit, scale in (
-        ("year", 31_536_000),
-        ("month", 2_592_000),
-        ("week", 604_800),
-        ("day", 86_400),
-        ("hour", 3600),
-        ("minute", 60),
-    ):
-        if seconds >= scale:
-            count = int(seconds // scale)
-            return f"{count} {unit}{'' if count == 1 else 's'}"
-    return "less than a minute"
-
-
-def _seconds_from_now(stamp: str) -> float | None:
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    return ((moment if moment.tzinfo else moment.replace(tzinfo=UTC)) - datetime.now(UTC)).total_seconds()
-
-
-def _since(stamp: str) -> str:
-    seconds = _seconds_from_now(stamp)
-    return "" if seconds is None else f"{_span(-seconds)} ago"
-
-
-def _until(stamp: str) -> str:
-    seconds = _seconds_from_now(stamp)
-    if seconds is None:
-        return ""
-    if seconds > 10 * 31_536_000:
-        return "Forever"
-    return f"{_span(seconds)} from now" if seconds > 0 else "Stopping..."
 
 
 def _print_columns(rows: list[list[str]]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from app.cli.chat import EXIT_BAD_INPUT, fail
+from app.cli.common import EXIT_BAD_INPUT, fail
 
 VERBS: tuple[str, ...] = ()
 BENCH_KINDS = ("render",)

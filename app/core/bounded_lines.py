@@ -7,10 +7,11 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from app.core.errors import InvalidInputError
 from app.core.user_files import human_limit
 
 
-class LinesError(ValueError):
+class LinesError(InvalidInputError):
     """The stream as a whole cannot be read: over its total bound, or not UTF-8."""
 
 

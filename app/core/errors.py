@@ -15,14 +15,21 @@ class ErrorKind(StrEnum):
 
 
 class AppError(Exception):
-    """Base of the app's errors; ``kind`` says what sort of failure it is (a class attribute, or per instance)."""
+    """Base of the app's errors; ``kind`` says what sort of failure it is (a class attribute, or per instance).
+
+    ``setting`` names, in neutral words, the setting that fixes it (``"api_key"``, ``"endpoint"``, ``"output"``),
+    when one does: the message says what to do in words, the CLI names its option, a page can point at its field.
+    """
 
     kind: ErrorKind = ErrorKind.ENGINE_FAILED
+    setting: str | None = None
 
-    def __init__(self, message: str = "", *, kind: ErrorKind | None = None) -> None:
+    def __init__(self, message: str = "", *, kind: ErrorKind | None = None, setting: str | None = None) -> None:
         super().__init__(message)
         if kind is not None:
             self.kind = kind
+        if setting is not None:
+            self.setting = setting
 
 
 class InvalidInputError(AppError, ValueError):

@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from app.core.gguf.header import GgufFileError, GgufHeader
 from app.core.memory.estimate import EstimateSettings, estimate_memory
-from app.core.memory.fit import WONT_FIT, MachineMemory, fit_verdict, gib, largest_fitting_ctx
+from app.core.memory.fit import WONT_FIT, MachineMemory, fit_verdict, largest_fitting_ctx
 from app.core.params import LoadParams
+from app.core.units import format_bytes
 
 
 def estimate_settings(params: LoadParams) -> EstimateSettings:
@@ -48,7 +49,7 @@ def memory_refusal(header: GgufHeader, params: LoadParams, machine: MachineMemor
         return None
     return (
         f"A context of {params.n_ctx:,} tokens will not fit in this machine's memory "
-        f"(its KV cache alone needs {gib(kv_bytes)}). {verdict.summary} " + " ".join(verdict.suggestions)
+        f"(its KV cache alone needs {format_bytes(kv_bytes)}). {verdict.summary} " + " ".join(verdict.suggestions)
     )
 
 

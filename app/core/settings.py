@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core import safe_json
+from app.core.errors import InvalidInputError
 from app.core.params import LoadParams, SamplingParams
 
 SETTINGS_VERSION = 1
@@ -16,7 +17,7 @@ MAX_SETTINGS_BYTES = 1024 * 1024  # a real settings file is a few KiB
 MAX_RECENT_MODELS = 10
 
 
-class SettingsError(ValueError):
+class SettingsError(InvalidInputError):
     """The settings file cannot be used; the message says what to do."""
 
 
@@ -37,6 +38,8 @@ class Settings:
     monitor_interval_s: float = 0.5  # the Monitor page's sampling interval (2 Hz)
     prometheus_enabled: bool = False  # opt-in: serve the app's metrics on 127.0.0.1
     prometheus_port: int = 9464
+    theme: str = "system"  # "system" | "light" | "dark"
+    restore_last_model: bool = True  # load the last model used when the app starts
 
     def remember_model(self, path: str) -> None:
         self.recent_models = [path] + [p for p in self.recent_models if p != path]
@@ -60,6 +63,8 @@ class Settings:
             "monitor_interval_s": self.monitor_interval_s,
             "prometheus_enabled": self.prometheus_enabled,
             "prometheus_port": self.prometheus_port,
+            "theme": self.theme,
+            "restore_last_model": self.restore_last_model,
         }
 
     @classmethod
@@ -87,9 +92,18 @@ class Settings:
                 monitor_interval_s=float(data.get("monitor_interval_s", 0.5)),
                 prometheus_enabled=bool(data.get("prometheus_enabled", False)),
                 prometheus_port=int(data.get("prometheus_port", 9464)),
+                theme=_theme(data.get("theme", "system")),
+                restore_last_model=bool(data.get("restore_last_model", True)),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise SettingsError(f"The settings file has a value of the wrong type ({exc}).") from exc
+
+
+THEMES = ("system", "light", "dark")
+
+
+def _theme(value: object) -> str:
+    return value if isinstance(value, str) and value in THEMES else "system"
 
 
 def load_settings(path: Path) -> Settings:

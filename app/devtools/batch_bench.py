@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.backends.http_lines import iter_lines
+from app.backends.openai_stream import DONE, sse_data
+from app.backends.server_url import normalize_server_url
 from app.core import safe_json
 from app.core.batch.input import BatchRequest
 from app.core.lazy_import import lazy_import
-from app.services.batch.runner import BatchError, BatchRunner, find_model, normalize_endpoint, server_message
+from app.services.batch.runner import BatchError, BatchRunner, find_model, server_message
 
 if TYPE_CHECKING:
     import httpx
@@ -75,8 +77,8 @@ async def baseline_run(
                     raise BatchError(f"the baseline client's request failed: {server_message(response)}")
                 try:
                     async for line in iter_lines(response):  # aiter_lines() would also split at U+2028
-                        if line.startswith("data: ") and line != "data: [DONE]":
-                            usage = safe_json.loads(line[6:], what="a stream chunk").get("usage")
+                        if (data := sse_data(line)) is not None and data != DONE:
+                            usage = safe_json.loads(data, what="a stream chunk").get("usage")
                             tokens = usage["completion_tokens"] if usage else tokens
                 except (ValueError, AttributeError, KeyError, TypeError) as exc:  # JsonError, or a chunk's shape
                     raise BatchError(f"the baseline client cannot read the server's stream ({exc})") from None
@@ -130,7 +132,7 @@ async def bench_batch(
     on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Measure both paths at each concurrency; return the report (see ``report_lines`` for its reading)."""
-    endpoint = normalize_endpoint(endpoint)
+    endpoint = normalize_server_url(endpoint)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     async with httpx.AsyncClient(base_url=endpoint, headers=headers) as client:
         model = model or await find_model(client, endpoint)

@@ -12,6 +12,8 @@ from app.backends.llamacpp.engine import sampling_kwargs
 from app.core.chat.formats import choose_chat_format
 from app.core.gguf.header import read_gguf_header
 from app.core.params import LoadParams, SamplingParams
+from app.services.engines.entries import EngineKind
+from app.services.engines.host import EngineHost
 
 # Distinct openings so that neither path reuses the other run's prompt cache.
 BENCH_PROMPTS = (
@@ -90,32 +92,34 @@ class RawPath:
         self.llm.close()
 
 
-async def _app_run(backend: LlamaCppBackend, prompt: str, sampling: SamplingParams) -> Sample:
-    async for _ in backend.stream_chat([{"role": "user", "content": prompt}], sampling):
+async def _app_run(host: EngineHost, prompt: str, sampling: SamplingParams) -> Sample:
+    reply = host.stream_chat(EngineKind.LLAMACPP, [{"role": "user", "content": prompt}], sampling)
+    async for _ in reply:
         pass
-    stats = backend.stats()
+    stats = reply.stats
     assert stats is not None and stats.ttft_ms is not None
     return Sample(stats.ttft_ms, stats.decode_tokens_per_s or 0.0, stats.completion_tokens)
 
 
 async def bench_chat(model: str, load: LoadParams, max_tokens: int, runs: int) -> dict[str, Any]:
-    """Alternate raw and app runs on the same prompts and settings; report medians and ratios."""
-    backend = LlamaCppBackend()
-    await backend.load(model, load)
+    """Alternate raw and app runs on the same prompts and settings; report medians and ratios. The app's path is
+    the one the window, the CLI and the API take: the engine host, its llama.cpp worker process."""
+    host = EngineHost(LlamaCppBackend())
+    await host.load(model, load)
     raw = RawPath(model, load)
-    app_path, raw_path = PathSummary("app (worker process)"), PathSummary("raw llama-cpp-python")
+    app_path, raw_path = PathSummary("app (engine host, worker process)"), PathSummary("raw llama-cpp-python")
     try:
         for index in range(runs + 1):  # run 0 warms both up and is not counted
             prompt = BENCH_PROMPTS[index % len(BENCH_PROMPTS)]
             sampling = SamplingParams(max_tokens=max_tokens, seed=1234 + index, temperature=0.8)
             raw_sample = raw.run(prompt, sampling)
-            app_sample = await _app_run(backend, prompt, sampling)
+            app_sample = await _app_run(host, prompt, sampling)
             if index:
                 raw_path.samples.append(raw_sample)
                 app_path.samples.append(app_sample)
     finally:
         raw.close()
-        await backend.close()
+        await host.close()
     return _report(model, load, max_tokens, app_path, raw_path)
 
 

@@ -28,8 +28,8 @@ KILL_ATTEMPTS = 3
 class FileServer:
     """Serves ``path`` at any URL, honouring ``Range: bytes=N-``; ``sent_bytes`` counts body bytes sent.
 
-    ``serve_in_process`` runs it on a thread here; ``RemoteFileServer`` runs it in its own process, so the
-    client under test never shares a GIL with the server.
+    ``RemoteFileServer`` runs it in its own process, so the client under test never shares a GIL with the
+    server.
     """
 
     def __init__(self, path: Path) -> None:
@@ -43,10 +43,6 @@ class FileServer:
     @property
     def port(self) -> int:
         return int(self._server.server_address[1])
-
-    def serve_in_process(self) -> FileServer:
-        threading.Thread(target=self._server.serve_forever, name="bench-file-server", daemon=True).start()
-        return self
 
     def serve_forever(self) -> None:
         self._server.serve_forever()

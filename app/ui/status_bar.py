@@ -6,6 +6,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
 
 from app.backends.protocol import BackendState, KvUsage, ModelInfo
 from app.core.chat.conversation import ReplyStats
+from app.core.units import MISSING, format_tokens_per_s
 
 ENGINE_NAMES = {"llamacpp": "llama.cpp", "ollama": "Ollama", "vllm": "vLLM"}
 
@@ -17,8 +18,8 @@ class AppStatusBar(QStatusBar):
         self.backend_label.setText("llama.cpp: stopped")
         self.backend_label.setAutoRaise(True)
         self.model_label = QLabel("No model loaded")
-        self.context_label = QLabel("Context: –")
-        self.speed_label = QLabel("Last reply: –")
+        self.context_label = QLabel(f"Context: {MISSING}")
+        self.speed_label = QLabel(f"Last reply: {MISSING}")
         for label in (self.backend_label, self.model_label, self.context_label, self.speed_label):
             label.setContentsMargins(6, 0, 6, 0)
             self.addPermanentWidget(label)
@@ -43,16 +44,16 @@ class AppStatusBar(QStatusBar):
         self.model_label.setText(model.name if model else "No model loaded")
         self.model_label.setToolTip(model.path if model else "")
         if model is None:
-            self.context_label.setText("Context: –")
+            self.context_label.setText(f"Context: {MISSING}")
 
     def show_kv(self, kv: KvUsage | None) -> None:
         if kv is None:
-            self.context_label.setText("Context: –")
+            self.context_label.setText(f"Context: {MISSING}")
             return
         self.context_label.setText(f"Context: {kv.used_cells:,} / {kv.total_cells:,} ({kv.fraction:.0%})")
 
     def show_stats(self, stats: ReplyStats | None) -> None:
         if stats is None or not stats.decode_tokens_per_s:
             return
-        self.speed_label.setText(f"Last reply: {stats.decode_tokens_per_s:.1f} tok/s")
+        self.speed_label.setText(f"Last reply: {format_tokens_per_s(stats.decode_tokens_per_s)}")
         self.speed_label.setToolTip(stats.summary())

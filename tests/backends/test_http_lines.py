@@ -9,13 +9,15 @@ import httpx
 import pytest
 
 from app.backends.http_json import response_json, response_json_or_none
-from app.backends.http_lines import MAX_LINE_BYTES, closing_lines, iter_lines
+from app.backends.http_lines import MAX_LINE_BYTES, closing_byte_lines, closing_lines, iter_lines
 from app.core.safe_json import MAX_JSON_BYTES, JsonError
 
 TRICKY = "a\u2028b\u2029c\x85d\x1ce\x0bf"
 
 
-def _read(body: bytes, chunk: int) -> list[str]:
+def _lines(body: bytes, chunk: int, read) -> list:
+    """``await read(response)`` on a response whose body arrives in pieces of ``chunk`` bytes."""
+
     async def scenario():
         parts = [body[i : i + chunk] for i in range(0, len(body), chunk)]
 
@@ -24,14 +26,18 @@ def _read(body: bytes, chunk: int) -> list[str]:
                 yield part
 
         transport = httpx.MockTransport(lambda request: httpx.Response(200, content=stream()))
-        async with (
-            httpx.AsyncClient(transport=transport) as client,
-            client.stream("GET", "http://test/") as response,
-            closing_lines(response) as lines,
-        ):
-            return [line async for line in lines]
+        async with httpx.AsyncClient(transport=transport) as client, client.stream("GET", "http://test/") as response:
+            return await read(response)
 
     return asyncio.run(scenario())
+
+
+def _read(body: bytes, chunk: int, reader=closing_lines) -> list:
+    async def read(response):
+        async with reader(response) as lines:
+            return [line async for line in lines]
+
+    return _lines(body, chunk, read)
 
 
 def test_json_with_unicode_line_separators_stays_one_line():
@@ -47,19 +53,17 @@ def test_last_line_without_newline_is_kept():
     assert _read(b'{"a": 1}\n{"b": 2}', 4) == ['{"a": 1}', '{"b": 2}']
 
 
+def test_byte_lines_keep_what_is_not_utf8_for_the_json_parser_to_refuse():
+    body = b'data: {"a": "\xff"}\r\n\ndata: [DONE]'
+    assert _read(body, 5, closing_byte_lines) == [b'data: {"a": "\xff"}', b"", b"data: [DONE]"]
+    assert _read(body, 5)[0] == 'data: {"a": "\ufffd"}'  # the text reader replaces it
+
+
 def _read_bounded(body: bytes, chunk: int, limit: int) -> list[str]:
-    async def scenario():
-        parts = [body[i : i + chunk] for i in range(0, len(body), chunk)]
+    async def read(response):
+        return [line async for line in iter_lines(response, max_line_bytes=limit)]
 
-        async def stream():
-            for part in parts:
-                yield part
-
-        transport = httpx.MockTransport(lambda request: httpx.Response(200, content=stream()))
-        async with httpx.AsyncClient(transport=transport) as client, client.stream("GET", "http://test/") as response:
-            return [line async for line in iter_lines(response, max_line_bytes=limit)]
-
-    return asyncio.run(scenario())
+    return _lines(body, chunk, read)
 
 
 def test_a_line_longer_than_the_bound_is_refused_as_soon_as_it_is_that_long():

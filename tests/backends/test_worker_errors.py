@@ -156,7 +156,7 @@ def test_context_that_cannot_fit_is_refused_before_the_worker_starts(tiny_gguf):
     error, seconds, pid, state = run(scenario())
     message = str(error)
     assert "context of 999,999,999 tokens will not fit" in message
-    assert "KV cache alone needs 238.42 GiB" in message and "of 4.00 GiB system RAM" in message
+    assert "KV cache alone needs 238.4 GiB" in message and "of 4.0 GiB system RAM" in message
     assert "Lower the context to" in message
     assert seconds < 0.5 and pid is None and state is StateKind.STOPPED
 

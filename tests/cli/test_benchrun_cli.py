@@ -104,7 +104,7 @@ def test_unreachable_ollama_prints_skipped_rows_and_fails(capsys):
 
 def test_unknown_saved_run(capsys):
     code, _out, err = _run(capsys, "bench", "runs", "--compare", "a", "b")
-    assert code == 2 and "no saved bench run 'a'" in err
+    assert code == 2 and "no saved bench run 'a' (`llm-workstation bench runs` lists them)" in err
 
 
 def test_parser_has_the_documented_options():

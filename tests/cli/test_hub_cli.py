@@ -57,7 +57,7 @@ def test_search_json_items_carry_id(capsys, hub):
 
 def test_files_lists_sizes_and_quants(capsys, hub):
     code, out, _ = cli(capsys, "hub", "files", "org/Big-GGUF")
-    assert code == 0 and "4.0 MB" in out and "GGUF Q4_K_M" in out and "GGUF Q8_0" in out
+    assert code == 0 and "3.8 MiB" in out and "GGUF Q4_K_M" in out and "GGUF Q8_0" in out
     code, out, _ = cli(capsys, "hub", "files", "org/Big-GGUF", "--json")
     data = json.loads(out)
     assert {f["path"]: f["size_bytes"] for f in data["files"]}[BIG] == 4_000_000

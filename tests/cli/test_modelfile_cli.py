@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-PRESETS = sorted((Path(__file__).resolve().parents[2] / "modelfiles").glob("*.Modelfile"))
+# The shipped presets: package data, edited in app/resources/modelfiles/.
+PRESETS = sorted((Path(__file__).resolve().parents[2] / "app" / "resources" / "modelfiles").glob("*.Modelfile"))
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -81,7 +82,10 @@ def test_fmt_round_trips(tmp_path):
 
 
 def test_at_least_five_presets_ship():
+    from app.services.presets import shipped_presets_dir
+
     assert len(PRESETS) >= 5
+    assert sorted(shipped_presets_dir().glob("*.Modelfile")) == PRESETS  # the folder the Modelfile page lists
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.name)

@@ -434,6 +434,6 @@ def test_an_incomplete_last_line_is_cut_off(tmp_path):
 def test_a_file_that_is_not_batch_output_is_refused(tmp_path):
     out = tmp_path / "notes.txt"
     out.write_text("my shopping list\n")
-    with pytest.raises(BatchInputError, match=r"notes.txt line 1 is not a batch result; choose another --output"):
+    with pytest.raises(BatchInputError, match=r"notes.txt line 1 is not a batch result; choose another output file"):
         read_finished_ids(out)
     assert out.read_text() == "my shopping list\n"

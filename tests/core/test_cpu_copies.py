@@ -4,9 +4,11 @@ of llama.cpp 0.3.36 (amx.cpp supports_op, mmq.cpp get_row_size) checked by hand-
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from app.core.gguf.header import TensorInfo, read_gguf_header, tensor_nbytes
+from app.core.gguf.header import TensorInfo, ggml_row_bytes, read_gguf_header
 from app.core.memory.cpu_copies import amx_bytes, cpu_copy, is_matmul_weight, repack_bytes
 from app.core.memory.estimate import EstimateSettings, estimate_memory
 from app.devtools.gguf_shapes import write_shaped_gguf as write_shaped_gguf_with
@@ -16,7 +18,7 @@ F16, BF16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS = 1, 30, 2, 
 
 
 def weight(name: str, shape: tuple[int, ...], ggml_type: int) -> TensorInfo:
-    return TensorInfo(name, shape, ggml_type, 0, tensor_nbytes(shape, ggml_type))
+    return TensorInfo(name, shape, ggml_type, 0, ggml_row_bytes(ggml_type, math.prod(shape)))
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from app.core.memory.llama_buffers import MIB, is_host_buffer, parse_llama_log
+from app.core.memory.llama_buffers import MIB, parse_llama_log
 
 # A CUDA load with partial offload, in the format llama.cpp logs (buffer names as the CUDA backend names them).
 GPU_LOG = """\
@@ -27,9 +27,6 @@ def test_parses_gpu_and_host_buffers():
     assert buffers.found and buffers.total_bytes == sum(
         sum(d.values()) for d in (buffers.model, buffers.kv, buffers.compute, buffers.output)
     )
-    assert [is_host_buffer(n) for n in ("CPU", "CPU_REPACK", "CUDA_Host", "CUDA0", "Metal")] == [
-        True, True, True, False, False,
-    ]  # fmt: skip
 
 
 def test_iswa_kv_buffers_add_up():
@@ -56,4 +53,3 @@ def test_the_amx_copy_is_host_memory_next_to_the_mapped_file():
     assert buffers.model == {"AMX": 39 * MIB, "CPU_Mapped": round(40.16 * MIB), "CPU_REPACK": round(1.70 * MIB)}
     assert buffers.weights_bytes == sum(buffers.model.values())
     assert buffers.weights_copy_bytes == 39 * MIB + round(1.70 * MIB)
-    assert is_host_buffer("AMX") and not is_host_buffer("AMX_GPU")

@@ -31,7 +31,7 @@ def test_an_absurd_context_is_refused_with_the_estimate(header):
     message = memory_refusal(header, LoadParams(n_ctx=999_999_999), cpu_machine(4 * GIB))
     assert message is not None
     assert message.startswith("A context of 999,999,999 tokens will not fit in this machine's memory")
-    assert "KV cache alone needs 238.42 GiB" in message and "of 4.00 GiB system RAM" in message
+    assert "KV cache alone needs 238.4 GiB" in message and "of 4.0 GiB system RAM" in message
     assert "Lower the context to" in message
 
 

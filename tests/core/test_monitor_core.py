@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app.core.monitor.alerts import AlertThresholds, AlertTracker, evaluate_alerts
+from app.core.monitor.alerts import Alert, AlertThresholds, AlertTracker
 from app.core.monitor.snapshot import (
     EngineReading,
     GpuProcess,
@@ -16,7 +16,6 @@ from app.core.monitor.snapshot import (
     KvReading,
     MonitorSnapshot,
     RamReading,
-    format_bytes,
 )
 from app.core.monitor.timeseries import SERIES, MonitorHistory, RingSeries
 
@@ -107,6 +106,16 @@ def test_csv_has_a_header_and_gaps_for_missing_values() -> None:
     assert second["requests_running"] == "3"
 
 
+def evaluate_alerts(
+    previous: MonitorSnapshot | None, current: MonitorSnapshot, thresholds: AlertThresholds | None = None
+) -> tuple[Alert, ...]:
+    """The alerts for ``current`` from a fresh tracker that saw ``previous`` first (as the sampler feeds it)."""
+    tracker = AlertTracker(thresholds)
+    if previous is not None:
+        tracker.update(previous)
+    return tracker.update(current)
+
+
 def test_no_alerts_in_calm_conditions() -> None:
     assert evaluate_alerts(snap(0, gpus=[gpu()], engines=[vllm()]), snap(1, gpus=[gpu()], engines=[vllm()])) == ()
 
@@ -162,10 +171,3 @@ def test_engine_holding_memory_after_unload() -> None:
     assert [a.key for a in evaluate_alerts(None, snap(engines=[no_gpu_big_rss]))] == ["leftover:vllm"]
     loaded = EngineReading("llamacpp", "m", True, (99,), 200, 5 * GIB)
     assert evaluate_alerts(None, snap(engines=[loaded])) == ()
-
-
-def test_format_bytes() -> None:
-    assert format_bytes(None) == "N/A"
-    assert format_bytes(512) == "512 B"
-    assert format_bytes(1536) == "1.5 KiB"
-    assert format_bytes(3 * GIB) == "3.0 GiB"

@@ -111,7 +111,7 @@ def test_deprecated_parameter_warns(tmp_path):
 def test_load_changed_names_the_fields():
     preset = to_llamacpp(parse_modelfile("FROM x\nPARAMETER num_ctx 8192\n"), LoadParams(), SamplingParams())
     assert preset.load_changed(LoadParams()) == ["n_ctx"]
-    assert "Reload" in " ".join(preset.notes("coding", True))
+    assert "load the model again" in " ".join(preset.notes("coding", True))
 
 
 def test_engine_switch_notes_say_what_changes():

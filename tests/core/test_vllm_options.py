@@ -222,7 +222,7 @@ def test_good_options_validate():
         ({"served_model_name": "my model"}, "single word"),
         ({"host": "0.0.0.0"}, "only served on this computer"),
         ({"api_key": "a b"}, "API key must not"),
-        ({"extra_args": ["--api-key", "x"]}, "API key field"),
+        ({"extra_args": ["--api-key", "x"]}, "API key has its own setting"),
         ({"extra_args": ["--port=1"]}, "--port has its own setting"),
     ],
 )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.services.desktop_install import DESKTOP_ID
+from tests.packaging.presets_probe import PROBE, probe_result, source_preset_names
 
 pytestmark = [
     pytest.mark.slow,
@@ -93,6 +94,18 @@ def test_bundle_carries_llama_libraries_qt_plugins_and_resources(bundle_dir):
     assert (plugins / "imageformats" / "libqsvg.so").is_file()
     assert (internal / "app" / "resources" / "desktop" / f"{DESKTOP_ID}.desktop").is_file()
     assert (internal / "app" / "resources" / "icons" / "llm-workstation-256.png").is_file()
+    presets = internal / "app" / "resources" / "modelfiles"
+    assert sorted((p.name for p in presets.glob("*.Modelfile")), key=str.lower) == source_preset_names()
+
+
+def test_bundle_modelfile_page_lists_the_shipped_presets(bundle_dir, bundle_env):
+    """The bundle's own Python (`-c`) fills the Modelfile page's file list from its bundled presets."""
+    done = _run([str(bundle_dir / "llm-workstation"), "-c", PROBE], bundle_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = probe_result(done.stdout)
+    bundled = (bundle_dir / "_internal" / "app" / "resources" / "modelfiles").resolve()
+    assert Path(str(found["presets_dir"])).resolve() == bundled
+    assert found["listed"] == source_preset_names()
 
 
 def test_bundle_leaves_out_vllm_torch_tests_and_the_starter_model(bundle_dir):

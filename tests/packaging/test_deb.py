@@ -73,6 +73,7 @@ def test_deb_lays_out_opt_bin_and_desktop_files(deb_file):
     assert re.search(r"\./usr/bin/llm-workstation -> \.\./\.\./opt/llm-workstation/llm-workstation", listing)
     assert f"./usr/share/applications/{DESKTOP_ID}.desktop" in listing
     assert f"./usr/share/metainfo/{DESKTOP_ID}.metainfo.xml" in listing
+    assert "./opt/llm-workstation/_internal/app/resources/modelfiles/coding-assistant.Modelfile" in listing
     for size in ICON_SIZES:
         assert f"./usr/share/icons/hicolor/{size}x{size}/apps/{DESKTOP_ID}.png" in listing
     owners = {line.split()[1] for line in listing.splitlines()}

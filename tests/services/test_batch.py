@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from app.core.batch.input import BatchRequest, parse_jsonl
-from app.services.batch.runner import BatchError, BatchProgress, BatchRunner, normalize_endpoint
+from app.core.errors import ErrorKind
+from app.services.batch.runner import BatchError, BatchProgress, BatchRunner
 from tests.support import fake_http, fake_openai
 from tests.support.fake_openai import FakeOpenAIServer
 
@@ -91,10 +92,11 @@ def test_the_api_key_is_sent_and_a_wrong_one_is_a_clear_error(tmp_path):
         assert fake.requests_to("/v1/completions")[0].headers["Authorization"] == "Bearer sekrit-key"
         for model in (None, "tiny"):  # found by the /v1/models check, or by the first request
             with pytest.raises(
-                BatchError, match=r"refused the API key \(HTTP 401: Unauthorized\); check --api-key"
+                BatchError, match=r"refused the API key \(HTTP 401: Unauthorized\); check the API key$"
             ) as caught:
                 run(BatchRunner(fake.base_url, api_key="wrong-key", model=model).run(prompts(3), tmp_path / "b.jsonl"))
             assert "wrong-key" not in str(caught.value)
+            assert (caught.value.kind, caught.value.setting) == (ErrorKind.UNAVAILABLE, "api_key")
         assert (tmp_path / "b.jsonl").read_text() == ""
 
 
@@ -152,7 +154,7 @@ def test_a_server_without_priority_scheduling_gets_a_hint(fake, tmp_path):
     run(BatchRunner(fake.base_url, priority=True).run(requests, tmp_path / "o.jsonl"))
     (result,) = lines(tmp_path / "o.jsonl")
     assert result["error"].startswith("HTTP 400: Got priority 1 but Priority scheduling is not enabled.")
-    assert "start vLLM with --scheduling-policy priority, or run without --priority" in result["error"]
+    assert "start vLLM with --scheduling-policy priority, or run without request priorities" in result["error"]
 
 
 # --- results on disk, resuming, cancelling ----------------------------------------------------------------------
@@ -287,15 +289,18 @@ def test_chunks_of_the_wrong_shape_are_ignored(fake, tmp_path):
 
 def test_a_nested_model_list_is_a_clear_error(fake, tmp_path):
     fake.send_raw("/v1/models", b'{"data": ' + b"[" * 100_000)
-    with pytest.raises(BatchError, match=r"could not find the served model .*pass --model NAME"):
+    with pytest.raises(BatchError, match=r"could not find the served model .*give the served model's name"):
         run(BatchRunner(fake.base_url).run(prompts(1), tmp_path / "o.jsonl"))
 
 
 def test_a_server_that_is_down_is_a_clear_error(tmp_path):
     url = FakeOpenAIServer.unused_url()
     for model in (None, "tiny"):
-        with pytest.raises(BatchError, match=rf"cannot reach the server at {url} \(ConnectError.*start it or check"):
+        with pytest.raises(
+            BatchError, match=rf"cannot reach the server at {url} \(ConnectError.*start it or check the address"
+        ) as caught:
             run(BatchRunner(url, model=model).run(prompts(2), tmp_path / "o.jsonl"))
+        assert (caught.value.kind, caught.value.setting) == (ErrorKind.UNAVAILABLE, "endpoint")
     assert (tmp_path / "o.jsonl").read_text() == ""
 
 
@@ -317,12 +322,12 @@ def test_a_server_that_dies_mid_batch_stops_the_batch_and_keeps_what_finished(fa
 
 
 def test_no_served_model_is_a_clear_error(tmp_path):
-    with FakeOpenAIServer(models=()) as fake, pytest.raises(BatchError, match="pass --model NAME"):
+    with FakeOpenAIServer(models=()) as fake, pytest.raises(BatchError, match="give the served model's name"):
         run(BatchRunner(fake.base_url).run(prompts(1), tmp_path / "o.jsonl"))
 
 
 def test_an_unwritable_output_is_a_clear_error(fake, tmp_path):
-    with pytest.raises(BatchError, match=r"cannot write .*choose another --output"):
+    with pytest.raises(BatchError, match=r"cannot write .*choose another output file"):
         run(BatchRunner(fake.base_url).run(prompts(1), tmp_path / "no-such-folder" / "o.jsonl"))
 
 
@@ -332,16 +337,18 @@ def test_an_unwritable_output_is_a_clear_error(fake, tmp_path):
         ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
         (" http://gpu-box:8000/v1/ ", "http://gpu-box:8000"),
         ("https://api.example.com/proxy/v1", "https://api.example.com/proxy"),
+        ("127.0.0.1:8000", "http://127.0.0.1:8000"),  # as the vLLM page takes it (app/backends/server_url.py)
     ],
 )
 def test_endpoints_are_normalized(url, expected):
-    assert normalize_endpoint(url) == expected
+    assert BatchRunner(url).endpoint == expected
 
 
-@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://host", "http://", "http://host:notaport", "http://:80"])
+@pytest.mark.parametrize("url", ["ftp://host", "http://", "http://host:notaport", "http://:80"])
 def test_bad_endpoints_are_refused(url):
-    with pytest.raises(ValueError, match="is not an http:// or https:// address"):
-        normalize_endpoint(url)
+    with pytest.raises(ValueError, match="is not an http:// or https:// address") as caught:
+        BatchRunner(url)
+    assert (caught.value.kind, caught.value.setting) == (ErrorKind.INVALID_INPUT, "endpoint")
 
 
 def test_bad_runner_settings_are_refused():

@@ -15,6 +15,7 @@ import pytest
 
 from app.core.bench.stats import BenchRow
 from app.core.bench.workload import BenchWorkload
+from app.core.errors import ErrorKind
 from app.services.bench.memory import PeakMemorySampler, pid_listening_on, tree_rss_bytes
 from app.services.bench.run import BenchProgress, BenchRunError, BenchTarget, run_bench
 from app.services.bench.store import BenchStore, BenchStoreError
@@ -273,10 +274,12 @@ def test_store_saves_lists_and_compares(tmp_path):
 
 def test_store_bad_ids_and_files_say_what_to_do(tmp_path):
     store = BenchStore(tmp_path)
-    with pytest.raises(BenchStoreError, match="bench runs"):
+    with pytest.raises(BenchStoreError, match="no saved bench run 'nope'") as missing:
         store.load("nope")
-    with pytest.raises(BenchStoreError, match="not a saved run"):
+    assert missing.value.kind is ErrorKind.NOT_FOUND and missing.value.setting == "run_id"
+    with pytest.raises(BenchStoreError, match="not a saved run") as refused:
         store.load("../etc/passwd")
+    assert refused.value.kind is ErrorKind.INVALID_INPUT
     (tmp_path / "broken.json").write_text("{not json")
     with pytest.raises(BenchStoreError, match="cannot be read"):
         store.load("broken")

@@ -25,7 +25,7 @@ from app.services.chat.history import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-WRITER = Path(__file__).with_name("conversation_writer.py")
+WRITER = ROOT / "tests" / "support" / "conversation_writer.py"
 
 
 @pytest.fixture

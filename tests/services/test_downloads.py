@@ -12,9 +12,10 @@ import pytest
 
 from app.services.downloads.fetch import FetchPolicy
 from app.services.downloads.hub import HubError, HubService
-from app.services.downloads.jobs import DONE, FAILED, PAUSED, QUEUED, STALLED, hf_cache_dir, placement
+from app.services.downloads.jobs import DONE, FAILED, PAUSED, QUEUED, STALLED, placement
 from app.services.downloads.manager import JobControl, run_job
 from app.services.downloads.queue import DownloadManager
+from app.services.library.hf_cache import hf_hub_cache_dir
 from tests.support.hf_server import VALID_TOKEN, FileFault, HubServer, Repo, random_bytes, use_hub
 
 FAST = FetchPolicy(stall_s=1.0, max_retries=3, backoff_s=0.05)
@@ -58,11 +59,11 @@ def test_download_lands_in_hf_cache_layout_and_huggingface_hub_finds_it(hub):
     assert job.state == DONE, job.error
     path = Path(job.local_path)
     assert path.is_symlink() and path.read_bytes() == big_bytes(hub)
-    found = try_to_load_from_cache("org/Big-GGUF", BIG, cache_dir=hf_cache_dir())  # refs/main, snapshot, blob
+    found = try_to_load_from_cache("org/Big-GGUF", BIG, cache_dir=hf_hub_cache_dir())  # refs/main, snapshot, blob
     assert found == str(path)
-    repos = {r.repo_id: r for r in scan_cache_dir(hf_cache_dir()).repos}
+    repos = {r.repo_id: r for r in scan_cache_dir(hf_hub_cache_dir()).repos}
     assert repos["org/Big-GGUF"].size_on_disk == 3_000_000
-    assert not list(hf_cache_dir().rglob("*.incomplete"))
+    assert not list(hf_hub_cache_dir().rglob("*.incomplete"))
 
 
 def test_multi_file_hf_folder_is_one_job_in_a_models_folder(hub, tmp_path):
@@ -104,7 +105,7 @@ def test_persistent_server_errors_fail_with_the_partial_kept_and_a_retry_hint(hu
     job = plan("org/Tiny-HF")
     run_job(job, JobControl(policy=FetchPolicy(stall_s=1, max_retries=2, backoff_s=0.01)))
     assert job.state == FAILED and job.error_kind == "network"
-    assert "HTTP 503" in job.error and "gave up after 2 retries" in job.error and "Retry" in job.error
+    assert "HTTP 503" in job.error and "gave up after 2 retries" in job.error and "retry to continue" in job.error
 
 
 def test_stall_is_shown_as_stalled_then_retried_from_the_partial(hub, tmp_path):
@@ -131,7 +132,7 @@ def test_wrong_bytes_fail_the_sha256_check_and_are_not_placed(hub):
     job = plan("org/Big-GGUF", files=[BIG])
     run_job(job, JobControl(policy=FAST))
     assert job.state == FAILED and job.error_kind == "hash"
-    assert "does not match" in job.error and "not placed" in job.error and "Retry" in job.error
+    assert "does not match" in job.error and "not placed" in job.error and "download it again" in job.error
     where = placement(job, job.files[0])
     assert not where.final_path.exists() and not where.partial_path.exists() and not where.link_path.exists()
     hub.faults.clear()  # the retry downloads it again, whole and right
@@ -321,7 +322,7 @@ def test_a_second_downloader_of_the_same_file_is_told_to_wait(hub):
     hub.throttle_bytes_per_s = None
     worker.join(30)
     assert first.state == DONE and Path(first.local_path).read_bytes() == big_bytes(hub)
-    assert not list(hf_cache_dir().rglob("*.lock")) and not list(hf_cache_dir().rglob("*.incomplete"))
+    assert not list(hf_hub_cache_dir().rglob("*.lock")) and not list(hf_hub_cache_dir().rglob("*.incomplete"))
 
 
 def test_a_split_gguf_downloads_as_one_job_with_every_shard(hub, tmp_path):

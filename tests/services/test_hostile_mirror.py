@@ -21,9 +21,10 @@ from app.cli import hub as commands_hub
 from app.core.remote_paths import RemotePathError
 from app.services.downloads.fetch import FetchPolicy
 from app.services.downloads.hub import HubError, HubService
-from app.services.downloads.jobs import DONE, FAILED, DownloadJob, JobFile, hf_cache_dir, job_root
+from app.services.downloads.jobs import DONE, FAILED, DownloadJob, JobFile, job_root
 from app.services.downloads.manager import JobControl, run_job
 from app.services.downloads.queue import DownloadManager
+from app.services.library.hf_cache import hf_hub_cache_dir
 from tests.support.hf_server import HubServer, Repo, random_bytes, use_hub
 
 FAST = FetchPolicy(stall_s=1.0, max_retries=2, backoff_s=0.05)
@@ -100,7 +101,7 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
 def landing_root(tmp_path: Path, repo_id: str, mode: str, commit: str) -> Path:
     if mode == "dir":
         return tmp_path / "models" / Path(*repo_id.split("/"))
-    return hf_cache_dir() / ("models--" + repo_id.replace("/", "--")) / "snapshots" / commit
+    return hf_hub_cache_dir() / ("models--" + repo_id.replace("/", "--")) / "snapshots" / commit
 
 
 def mode_args(tmp_path: Path, mode: str) -> list[str]:
@@ -158,7 +159,7 @@ def test_a_nul_byte_in_a_file_name_is_a_clear_error(capsys, mirror, tmp_path, mo
 
 
 def test_a_traversal_commit_id_never_replaces_a_file_outside_the_cache(mirror, tmp_path):
-    repo_dir = hf_cache_dir() / "models--evil--victim"
+    repo_dir = hf_hub_cache_dir() / "models--evil--victim"
     canary = canary_at(repo_dir / "snapshots" / VICTIM_SHA / "existing.txt")
     result = run_cli("download", "evil/victim", "existing.txt")  # the HF cache: the commit names a folder
     one_line_failure(result.returncode, result.stderr, 1, f"the commit id {VICTIM_SHA!r}", "40 lowercase hexadecimal")
@@ -166,7 +167,7 @@ def test_a_traversal_commit_id_never_replaces_a_file_outside_the_cache(mirror, t
     assert not repo_dir.exists()
     with pytest.raises(HubError, match="the commit id") as caught:
         HubService().repo_detail("evil/victim")
-    assert caught.value.kind == "bad_answer"
+    assert caught.value.reason == "bad_answer"
 
 
 def test_a_traversal_commit_id_is_refused_in_a_models_folder_too(capsys, mirror, tmp_path):
@@ -202,7 +203,7 @@ def test_a_traversal_revision_given_on_the_command_line_is_bad_input(capsys, mir
 def test_deeply_nested_json_from_the_hub_is_a_clear_error(capsys, mirror):
     with pytest.raises(HubError, match="nested too deeply") as caught:
         HubService().repo_detail("evil/deep")
-    assert caught.value.kind == "bad_answer"
+    assert caught.value.reason == "bad_answer"
     code, _, err = cli(capsys, "hub", "files", "evil/deep")
     one_line_failure(code, err, 1, "answered the request for evil/deep with JSON that is nested too deeply")
     mirror.raw_search = nested(DEEP)
@@ -216,11 +217,11 @@ def test_malformed_and_misshapen_answers_are_clear_errors(mirror):
     mirror.raw_search = b"[{not json"
     with pytest.raises(HubError, match="JSON that is not valid") as caught:
         HubService().search("x")
-    assert caught.value.kind == "bad_answer"
+    assert caught.value.reason == "bad_answer"
     mirror.repos["good/repo"].raw_info = json.dumps({"id": "good/repo", "siblings": [{"size": 1}]}).encode()
     with pytest.raises(HubError, match="unexpected shape") as caught:
         HubService().repo_detail("good/repo")  # a sibling without "rfilename"
-    assert caught.value.kind == "bad_answer"
+    assert caught.value.reason == "bad_answer"
 
 
 # --- defence in depth: jobs that did not come from a checked Hub answer ---------------------------------------
@@ -272,7 +273,7 @@ def test_run_job_refuses_unsafe_values_again(mirror, tmp_path, mode, change, nee
 
 
 def test_a_ref_outside_the_cache_is_never_written(mirror, tmp_path):
-    repo_dir = hf_cache_dir() / "models--good--repo"
+    repo_dir = hf_hub_cache_dir() / "models--good--repo"
     canary = canary_at(repo_dir / "refs" / "../../../../ref-victim")
     job = hand_made(tmp_path, "cache", revision="../../../../ref-victim")
     run_job(job, JobControl(policy=FAST))
@@ -343,10 +344,10 @@ def test_legitimate_names_and_a_pr_revision_download_into_the_cache(mirror, tmp_
     assert result.returncode == 0, result.stderr
     path = Path(result.stdout.strip())
     assert path.is_symlink() and path.read_bytes() == GOOD_FILES[names[0]]
-    assert path == hf_cache_dir() / "models--good--repo" / "snapshots" / PR_COMMIT / names[0]
-    refs = hf_cache_dir() / "models--good--repo" / "refs" / "refs" / "pr" / "1"
+    assert path == hf_hub_cache_dir() / "models--good--repo" / "snapshots" / PR_COMMIT / names[0]
+    refs = hf_hub_cache_dir() / "models--good--repo" / "refs" / "refs" / "pr" / "1"
     assert refs.read_text(encoding="utf-8") == PR_COMMIT  # where huggingface_hub keeps it
-    found = try_to_load_from_cache("good/repo", names[0], cache_dir=hf_cache_dir(), revision="refs/pr/1")
+    found = try_to_load_from_cache("good/repo", names[0], cache_dir=hf_hub_cache_dir(), revision="refs/pr/1")
     assert found == str(path)
     for name in names[1:]:
         job = HubService().plan_download(HubService().repo_detail("good/repo", with_card=False), files=[name])

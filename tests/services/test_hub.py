@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.core.errors import ErrorKind
 from app.core.gguf.header import GgufFileError
 from app.services.downloads import hub as hub_module
 from app.services.downloads.hub import HubError, HubService, resolve_token
@@ -108,24 +109,24 @@ def test_plan_download_by_quant_shard_file_and_hf_folder(hub):
     [
         ({"quant": "Q2_K"}, r"no GGUF file has quantization Q2_K \(available: Q4_K_M, Q8_0\)"),
         ({}, r"Choose a file or a quantization in TheOrg/Tiny-GGUF \(available: Q4_K_M, Q8_0\)"),
-        ({"files": ["nope.gguf"]}, r"has no file 'nope.gguf'; `hub files TheOrg/Tiny-GGUF` lists them"),
+        ({"files": ["nope.gguf"]}, r"has no file 'nope.gguf'\.$"),
     ],
 )
 def test_plan_download_bad_choices_say_what_exists(hub, kwargs, message):
     detail = HubService().repo_detail("TheOrg/Tiny-GGUF", with_card=False)
     with pytest.raises(HubError, match=message) as caught:
         HubService().plan_download(detail, **kwargs)
-    assert caught.value.kind == "bad_input"
+    assert caught.value.reason == "bad_input" and caught.value.kind is ErrorKind.INVALID_INPUT
 
 
 def test_unknown_repo_and_unreachable_hub_are_clear(hub, monkeypatch):
     with pytest.raises(HubError, match="Nobody/Nothing was not found") as caught:
         HubService().repo_detail("Nobody/Nothing")
-    assert caught.value.kind == "not_found"
+    assert caught.value.reason == "not_found" and caught.value.kind is ErrorKind.NOT_FOUND
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # read at call time, not at import
     with pytest.raises(HubError, match=r"Cannot reach the Hub at http://127.0.0.1:9") as caught:
-        HubService().repo_detail("TheOrg/Tiny-GGUF")  # (search retries 5 times inside huggingface_hub: ~23 s)
-    assert caught.value.kind == "network"
+        HubService().repo_detail("TheOrg/Tiny-GGUF")
+    assert caught.value.reason == "network" and caught.value.kind is ErrorKind.UNAVAILABLE
 
 
 def test_remote_gguf_header_grows_its_range_prefix(hub, tiny_gguf, monkeypatch):
@@ -240,7 +241,7 @@ def test_an_answer_without_a_commit_id_is_usable_only_for_a_commit_revision(hub)
     hub.repos["TheOrg/Tiny-GGUF"].info_extra = {"sha": None}
     with pytest.raises(HubError, match="the server gave the commit id None") as caught:
         HubService().repo_detail("TheOrg/Tiny-GGUF", with_card=False)
-    assert caught.value.kind == "bad_answer"
+    assert caught.value.reason == "bad_answer"
     commit = "ab" * 20
     assert HubService().repo_detail("TheOrg/Tiny-GGUF", commit, with_card=False).commit == commit
 
@@ -252,3 +253,71 @@ def test_a_listed_sha256_is_kept_lowercase(hub):
     }
     detail = HubService().repo_detail("TheOrg/Tiny-GGUF", with_card=False)
     assert detail.file("tiny-Q4_K_M.gguf").sha256 == sha.lower()
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("call", ["search", "repo_detail", "read_prefix"])
+def test_an_unreachable_hub_fails_within_5_s_and_says_so(monkeypatch, tmp_path, call):
+    import time
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    service = HubService()
+    calls = {
+        "search": lambda: service.search("qwen gguf"),
+        "repo_detail": lambda: service.repo_detail("TheOrg/Tiny-GGUF"),
+        "read_prefix": lambda: service.read_prefix("TheOrg/Tiny-GGUF", "a" * 40, "x.gguf", 100),
+    }
+    started = time.monotonic()
+    with pytest.raises(HubError, match=r"^Cannot reach the Hub at http://127\.0\.0\.1:\d+ \(ConnectError\)") as caught:
+        calls[call]()
+    assert time.monotonic() - started < 5
+    assert caught.value.reason == "network" and caught.value.kind is ErrorKind.UNAVAILABLE
+
+
+def test_a_search_is_one_request_with_no_retry_loop(monkeypatch, tmp_path):
+    """A server that drops every connection: huggingface_hub's own search would try six times with backoff."""
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    accepted: list[int] = []
+    stop = threading.Event()
+
+    def drop_connections() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            accepted.append(1)
+            conn.close()
+
+    thread = threading.Thread(target=drop_connections, daemon=True)
+    thread.start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    try:
+        started = time.monotonic()
+        with pytest.raises(HubError, match="Cannot reach the Hub") as caught:
+            HubService().search("x")
+        assert time.monotonic() - started < 5 and caught.value.reason == "network"
+        time.sleep(0.3)  # a retry would have connected again by now
+        assert len(accepted) == 1
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()

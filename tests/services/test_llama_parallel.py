@@ -72,7 +72,7 @@ def test_request_longer_than_the_sequence_context_is_an_error_not_a_crash(long_c
             await engine.close()
 
     message, tokens = asyncio.run(go())
-    assert "per-sequence context 32" in message and "--ctx" in message
+    assert "per-sequence context 32" in message and "raise the context size" in message
     assert tokens == 3
 
 
@@ -87,7 +87,7 @@ def test_cancel_kills_the_child(long_context_gguf):
         def progress(step) -> None:
             if step.phase == "measuring":
                 seen.extend(p.pid for p in psutil.Process().children(recursive=True)
-                            if "llama_parallel_worker" in " ".join(p.cmdline()))  # fmt: skip
+                            if "llamacpp.parallel_worker" in " ".join(p.cmdline()))  # fmt: skip
 
         task = asyncio.create_task(run_bench(target, workload, progress=progress, nvml=_no_gpu(), describe=False))
         for _ in range(300):

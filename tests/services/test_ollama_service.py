@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from app.backends.ollama import DEFAULT_HOST, resolve_host
+from app.core.errors import ErrorKind
 from app.services.ollama.client import OllamaError, OllamaService, PullProgress
 from tests.support.fake_ollama import FakeOllama
 
@@ -48,9 +49,10 @@ def test_host_comes_from_settings_then_environment_then_default(monkeypatch):
 
 
 def test_a_broken_host_setting_is_a_readable_error(monkeypatch):
-    with pytest.raises(OllamaError, match=r"not a valid address.*Settings") as caught:
+    with pytest.raises(OllamaError, match=r"not a valid address.*Fix the Ollama host\.$") as caught:
         OllamaService("http://user:secret@localhost:notaport")
     assert "secret" not in str(caught.value)
+    assert (caught.value.kind, caught.value.setting) == (ErrorKind.INVALID_INPUT, "host")
     with pytest.raises(OllamaError, match=r"http:// or https://"):
         OllamaService("ftp://localhost")
 

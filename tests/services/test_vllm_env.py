@@ -250,7 +250,7 @@ def test_not_enough_disk_space_is_refused_before_starting(tmp_path, fake_pip, mo
     base, calls = fake_pip
     full_disk = shutil.disk_usage(tmp_path)._replace(free=0)
     monkeypatch.setattr("app.services.vllm.environment.shutil.disk_usage", lambda _path: full_disk)
-    with pytest.raises(VllmInstallError, match=r"Not enough disk space in .*: 0\.0 GiB free, vLLM needs about 6 GiB"):
+    with pytest.raises(VllmInstallError, match=r"Not enough disk space in .*: 0 B free, vLLM needs about 6\.0 GiB"):
         run(VllmEnvironment().install(tmp_path / "env", lambda _: None, nvidia=False, base_python=str(base)))
     assert calls() == []
 

@@ -1,14 +1,48 @@
 """What the local test servers share: a threaded HTTP server on 127.0.0.1 that records its own bugs, a handler
-that tracks open connections, and start/stop that drops those connections and joins every thread."""
+that tracks open connections and answers (``_send``, ``_json``, ``_die``), start/stop that drops those
+connections and joins every thread, and the record of a request and of a fault to inject."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import select
 import socket
 import sys
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, NoReturn, Self
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: Any = None
+    body_size: int = 0
+    request_id: str | None = None  # "chatcmpl-N" / "cmpl-N" for an OpenAI-style generation request
+
+
+@dataclass
+class Fault:
+    """What goes wrong with the next request or stream on a route.
+
+    ``after=None``: the request is refused with HTTP ``status`` and an error body (the OpenAI-style fake).
+    ``after=N``: the stream sends N lines or chunks, then an error event with ``error`` (or, with ``die``, drops
+    the connection).
+    """
+
+    error: str | None = "an error was encountered while running the model"
+    die: bool = False
+    after: int | None = None
+    status: int = 400
+    error_type: str = "BadRequestError"
+
+
+class Abort(Exception):
+    """The response ended early: the client went away, the server died on purpose, or it is stopping."""
 
 
 class FakeHttpServer(ThreadingHTTPServer):
@@ -32,6 +66,7 @@ class TrackedHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: FakeHttpServer
     timeout = 5  # an idle keep-alive connection never blocks stop() for long
+    json_content_type = "application/json"
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
@@ -42,6 +77,33 @@ class TrackedHandler(BaseHTTPRequestHandler):
         fake = self.server.fake
         with fake._lock:
             fake._connections.add(self.connection)
+
+    def _send(self, status: int, data: bytes, content_type: str | None = None) -> None:
+        """A whole response; an empty 200 goes without a Content-Type, a HEAD without its body."""
+        self.send_response(status)
+        if data or status != 200:
+            self.send_header("Content-Type", content_type or self.json_content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _json(self, status: int, obj: Any) -> None:
+        self._send(status, json.dumps(obj).encode())
+
+    def _client_gone(self) -> bool:
+        """True once the client closed its end (checked between streamed lines)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _die(self) -> NoReturn:
+        """Drop the connection mid-response, as a crashed server would."""
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+        raise Abort
 
     def answer_raw(self, path: str) -> bool:
         """Send the raw answer queued for ``path`` (see ``FakeServer.send_raw``), if any; True when it did."""
@@ -76,6 +138,22 @@ class FakeServer:
         self._thread: threading.Thread | None = None
         self._raw: dict[str, list[bytes]] = {}
         self.port = 0
+        self.requests: list[RecordedRequest] = []
+        self.disconnects: list[str] = []  # the routes (Ollama) or request ids (OpenAI) whose client left early
+        self.disconnected = threading.Event()
+
+    def requests_to(self, path: str, method: str | None = None) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path == path and (method is None or r.method == method)]
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _note_disconnect(self, what: str) -> None:
+        with self._lock:
+            self.disconnects.append(what)
+        self.disconnected.set()
 
     def send_raw(self, path: str, body: bytes) -> None:
         """Answer the next request to ``path`` with HTTP 200 and ``body`` as it is: a broken or hostile server.

@@ -20,16 +20,13 @@ import contextlib
 import hashlib
 import json
 import re
-import select
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.support.fake_http import FakeServer, TrackedHandler
+from tests.support.fake_http import Abort, FakeServer, Fault, RecordedRequest, TrackedHandler
 
 VERSION = "0.12.6"
 DEFAULT_NUM_CTX = 4096
@@ -160,24 +157,6 @@ class FakeModel:
 
 
 @dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    json: Any = None
-    body_size: int = 0
-
-
-@dataclass
-class Fault:
-    """What goes wrong in the next stream on one route, after ``after`` NDJSON lines were sent."""
-
-    error: str | None = None
-    die: bool = False
-    after: int = 1
-
-
-@dataclass
 class _Loaded:
     name: str
     num_ctx: int
@@ -208,9 +187,6 @@ class FakeOllama(FakeServer):
         self.remote: dict[str, list[int]] = {}  # pullable models: name -> layer sizes
         self.blobs: dict[str, _Blob] = {}
         self.loaded: dict[str, _Loaded] = {}
-        self.requests: list[RecordedRequest] = []
-        self.disconnects: list[str] = []  # routes whose stream the client closed early
-        self.disconnected = threading.Event()
         self.chunk_delay = 0.0  # seconds between NDJSON lines (slow streaming)
         self.reply: Callable[[list[dict[str, Any]]], list[str]] = _echo_reply
         self.vram_fraction = 1.0  # size_vram / size reported by /api/ps
@@ -252,10 +228,6 @@ class FakeOllama(FakeServer):
         with self._lock:
             return self.models.get(normalize_name(name).lower())
 
-    def requests_to(self, path: str, method: str | None = None) -> list[RecordedRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.path == path and (method is None or r.method == method)]
-
     def load(self, name: str, num_ctx: int = DEFAULT_NUM_CTX) -> None:
         with self._lock:
             self.loaded[normalize_name(name).lower()] = _Loaded(
@@ -266,21 +238,10 @@ class FakeOllama(FakeServer):
     def _take_fault(self, route: str) -> Fault | None:
         return self._faults.pop(route, None)
 
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
-
-    def _note_disconnect(self, route: str) -> None:
-        with self._lock:
-            self.disconnects.append(route)
-        self.disconnected.set()
-
-
-class _Abort(Exception):
-    """The stream ended early: the client went away, the server died on purpose, or it is stopping."""
-
 
 class _Handler(TrackedHandler):
+    json_content_type = "application/json; charset=utf-8"
+
     @property
     def fake(self) -> FakeOllama:
         return self.server.fake
@@ -322,7 +283,7 @@ class _Handler(TrackedHandler):
             return self._send(404, b"404 page not found", "text/plain")
         try:
             route(self, body if body is not None else {})
-        except _Abort:
+        except Abort:
             self.close_connection = True
 
     def do_GET(self) -> None:
@@ -337,26 +298,7 @@ class _Handler(TrackedHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
-    def _send(self, status: int, data: bytes, content_type: str = "application/json; charset=utf-8") -> None:
-        self.send_response(status)
-        if data or status != 200:
-            self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _json(self, status: int, obj: Any) -> None:
-        self._send(status, json.dumps(obj).encode())
-
     # --- NDJSON streaming ------------------------------------------------------------------------------
-    def _client_gone(self) -> bool:
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            return True
-
     def _stream(self, route: str, lines: Iterator[dict[str, Any]], *, streaming: bool = True) -> None:
         """Send ``lines`` as Ollama's streamResponse does; an ``{"error"}`` before any output becomes a status.
 
@@ -385,28 +327,22 @@ class _Handler(TrackedHandler):
                 self.end_headers()
                 started = True
             elif self.fake.chunk_delay and self.fake._stopping.wait(self.fake.chunk_delay):
-                raise _Abort
+                raise Abort
             if self._client_gone():
                 self.fake._note_disconnect(route)
-                raise _Abort
+                raise Abort
             line.pop("_status", None)
             data = (json.dumps(line) + "\n").encode()
             try:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             except OSError:
                 self.fake._note_disconnect(route)
-                raise _Abort from None
+                raise Abort from None
             if "error" in line:
                 break
         if started:
             with contextlib.suppress(OSError):
                 self.wfile.write(b"0\r\n\r\n")
-
-    def _die(self) -> None:
-        """Drop the connection mid-response, as a crashed server would."""
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
-        raise _Abort
 
     # --- routes ----------------------------------------------------------------------------------------
     def _root(self, body: Any) -> None:

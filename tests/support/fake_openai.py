@@ -20,14 +20,11 @@ the words of every message plus 4 per message (the chat template's overhead).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import math
 import random
 import re
-import select
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,36 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.fake_http import FakeServer, TrackedHandler
+from tests.support.fake_http import Abort, FakeServer, Fault, RecordedRequest, TrackedHandler
 
 METRICS_FIXTURE = Path(__file__).parents[1] / "data" / "vllm_metrics.txt"
 VERSION = "0.33.0"
 FILLER = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa")
 TEMPLATE_TOKENS_PER_MESSAGE = 4
-
-
-@dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    json: Any = None
-    request_id: str | None = None  # "chatcmpl-N" / "cmpl-N" for generation requests
-
-
-@dataclass
-class Fault:
-    """What goes wrong with the next request on a route.
-
-    ``after=None``: the request is refused with HTTP ``status`` and a vLLM error body. ``after=N``: the stream
-    sends N content chunks, then an ``{"error": …}`` event (or, with ``die``, drops the connection).
-    """
-
-    status: int = 400
-    error: str = "an error was encountered while running the model"
-    error_type: str = "BadRequestError"
-    after: int | None = None
-    die: bool = False
 
 
 def echo_tokens(prompt: str) -> list[str]:
@@ -99,9 +72,6 @@ class FakeOpenAIServer(FakeServer):
         self.token_delay_s = 0.0
         self.reply: Callable[[str], list[str]] = echo_tokens
         self.metrics_page = METRICS_FIXTURE.read_text(encoding="utf-8")
-        self.requests: list[RecordedRequest] = []
-        self.disconnects: list[str] = []
-        self.disconnected = threading.Event()
         self.finished: dict[str, str] = {}
         self.in_flight = 0
         self.max_in_flight = 0
@@ -124,11 +94,7 @@ class FakeOpenAIServer(FakeServer):
         die: bool = False,
     ) -> None:
         """Queue a fault for the next request on ``route`` (see ``Fault``); several queue up in order."""
-        self._faults.setdefault(route, []).append(Fault(status, error, error_type, after, die))
-
-    def requests_to(self, path: str) -> list[RecordedRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.path == path]
+        self._faults.setdefault(route, []).append(Fault(error, die, after, status, error_type))
 
     def wait_in_flight(self, count: int, timeout_s: float = 5.0) -> bool:
         """Block until at least ``count`` generations are in flight at once (True) or the timeout passes."""
@@ -162,10 +128,6 @@ class FakeOpenAIServer(FakeServer):
             queue = self._faults.get(route)
             return queue.pop(0) if queue else None
 
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
-
     def _begin(self, request_id: str, prompt_tokens: int) -> None:
         with self._changed:
             self.in_flight += 1
@@ -185,11 +147,6 @@ class FakeOpenAIServer(FakeServer):
             self._active_tokens.pop(request_id, None)
             self.finished[request_id] = finish
             self._changed.notify_all()
-
-    def _note_disconnect(self, request_id: str) -> None:
-        with self._lock:
-            self.disconnects.append(request_id)
-        self.disconnected.set()
 
 
 def _cache_config(page: str) -> tuple[int, int]:
@@ -227,10 +184,6 @@ class _Plan:
     counted_tokens: int  # completion tokens in usage (the token that held a stop string counts)
 
 
-class _Abort(Exception):
-    """The response ended early: the client went away, the server died on purpose, or it is stopping."""
-
-
 class _Handler(TrackedHandler):
     @property
     def fake(self) -> FakeOpenAIServer:
@@ -266,34 +219,12 @@ class _Handler(TrackedHandler):
             return self._json(400, error_body("The request body is not valid JSON.", "BadRequestError", 400))
         try:
             route(self, body, record)
-        except _Abort:
+        except Abort:
             self.close_connection = True
 
     def _authorized(self) -> bool:
         key = self.fake.api_key
         return key is None or self.headers.get("Authorization", "") == f"Bearer {key}"
-
-    def _send(self, status: int, data: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _json(self, status: int, obj: Any) -> None:
-        self._send(status, json.dumps(obj).encode())
-
-    def _client_gone(self) -> bool:
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            return True
-
-    def _die(self) -> None:
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
-        raise _Abort
 
     # --- simple routes ---------------------------------------------------------------------------------
     def _health(self, body: Any, record: RecordedRequest) -> None:
@@ -387,10 +318,10 @@ class _Handler(TrackedHandler):
     def _wait_token(self, plan: _Plan) -> None:
         delay = self.fake.token_delay_s
         if delay and self.fake._stopping.wait(delay):
-            raise _Abort
+            raise Abort
         if self._client_gone():
             self.fake._note_disconnect(plan.request_id)
-            raise _Abort
+            raise Abort
         self.fake._token(plan.request_id)
 
     def _whole(self, plan: _Plan, chat: bool) -> None:
@@ -448,7 +379,7 @@ class _Handler(TrackedHandler):
             self.wfile.flush()
         except OSError:
             self.fake._note_disconnect(plan.request_id)
-            raise _Abort from None
+            raise Abort from None
 
 
 def _cut_at_stop(tokens: list[str], stops: list[str]) -> tuple[list[str], int, str | None]:

@@ -77,23 +77,9 @@ _PRETOKENIZE = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]+
 
 
 @functools.cache
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable unicode character mapping."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-    printable += list(range(ord("®"), ord("ÿ") + 1))
-    mapping = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + extra)
-            extra += 1
-    return mapping
-
-
-@functools.cache
 def _bpe_vocab() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(tokens, merges) of a byte-level BPE trained on the built-in corpus; tokens exclude the special ones."""
-    byte_chars = _bytes_to_unicode()
+    byte_chars = _shapes.bytes_to_unicode()
     word_counts = Counter(_PRETOKENIZE.findall(_CORPUS))
     # Each distinct pre-token as a list of symbols (initially one per byte) with its corpus frequency.
     words = [([byte_chars[b] for b in word.encode("utf-8")], count) for word, count in sorted(word_counts.items())]
@@ -174,50 +160,21 @@ def write_tiny_gguf(
     """
     if n_embd % n_head or n_head % n_head_kv:
         raise ValueError("n_embd must be a multiple of n_head, and n_head a multiple of n_head_kv")
-    path = Path(path)
-    head_dim = n_embd // n_head
-    rng = np.random.default_rng(seed)
-
-    writer = gguf.GGUFWriter(path, architecture)
-    writer.add_name(name)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    writer.add_context_length(context_length)
-    writer.add_embedding_length(n_embd)
-    writer.add_block_count(n_layer)
-    writer.add_feed_forward_length(n_ff)
-    writer.add_head_count(n_head)
-    writer.add_head_count_kv(n_head_kv)
-    writer.add_rope_dimension_count(head_dim)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_layer_norm_rms_eps(1e-5)
-    n_vocab = _add_tokenizer(writer, chat_template)
-
-    def matrix(rows: int, cols: int) -> np.ndarray:
-        # numpy shape (rows, cols) is GGUF/ggml shape [cols, rows]: cols is the input dimension.
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
-
-    def norm() -> np.ndarray:
-        return np.ones(n_embd, dtype=np.float32)
-
-    writer.add_tensor("token_embd.weight", matrix(n_vocab, n_embd))
-    for i in range(n_layer):
-        writer.add_tensor(f"blk.{i}.attn_norm.weight", norm())
-        writer.add_tensor(f"blk.{i}.attn_q.weight", matrix(n_head * head_dim, n_embd))
-        writer.add_tensor(f"blk.{i}.attn_k.weight", matrix(n_head_kv * head_dim, n_embd))
-        writer.add_tensor(f"blk.{i}.attn_v.weight", matrix(n_head_kv * head_dim, n_embd))
-        writer.add_tensor(f"blk.{i}.attn_output.weight", matrix(n_embd, n_head * head_dim))
-        writer.add_tensor(f"blk.{i}.ffn_norm.weight", norm())
-        writer.add_tensor(f"blk.{i}.ffn_gate.weight", matrix(n_ff, n_embd))
-        writer.add_tensor(f"blk.{i}.ffn_up.weight", matrix(n_ff, n_embd))
-        writer.add_tensor(f"blk.{i}.ffn_down.weight", matrix(n_embd, n_ff))
-    writer.add_tensor("output_norm.weight", norm())
-    writer.add_tensor("output.weight", _output_matrix(matrix(n_vocab, n_embd), never_eos))
-
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return _shapes.write_shaped_gguf(
+        path,
+        architecture=architecture,
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_ff=n_ff,
+        context_length=context_length,
+        seed=seed,
+        name=name,
+        add_tokenizer=lambda writer: _add_tokenizer(writer, chat_template),
+        rms_eps=1e-5,
+        adjust_output=lambda weights: _output_matrix(weights, never_eos),
+    )
 
 
 def write_unknown_architecture_gguf(path: str | os.PathLike[str]) -> Path:

@@ -2,15 +2,47 @@
 
 Tests drive the window inside one coroutine (``qloop.run_until_complete``) so that every task step runs
 while the loop is running, as in the app, where the loop runs for the window's whole life.
+
+Every UI test holds the line: it fails on a Qt warning it did not declare (``expect_qt_warning``;
+tests/support/qt_messages.py) and on an asyncio task still running after its teardown and a grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
-from tests.support.waiting import until
+from tests.support.leaked_tasks import GRACE_S, drain, settle
+from tests.support.qt_messages import QtMessageRecorder
+
+_HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """pytest-qt's own Qt log capture stops before teardown; the recorder below covers teardown too."""
+    for item in items:
+        if _HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.no_qt_log)
+
+
+@pytest.fixture(autouse=True)
+def _qt_messages():
+    """Record Qt's warnings for the whole test, fixture teardown included (this fixture is set up first)."""
+    recorder = QtMessageRecorder()
+    recorder.install()
+    yield recorder
+    recorder.uninstall()
+    problems = recorder.problems()
+    if problems:
+        pytest.fail("Qt warned during the test:\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def expect_qt_warning(_qt_messages):
+    """``expect_qt_warning(pattern)``: the test provokes a Qt warning matching the regex ``pattern`` on purpose."""
+    return _qt_messages.expect
 
 
 @pytest.fixture(scope="session")
@@ -31,22 +63,14 @@ def _session_loop(qapp):
 
 @pytest.fixture
 def qloop(_session_loop):
+    """The session loop; after the test (and the fixtures that use this one) every task it started must end
+    within ``GRACE_S``: one still running is cancelled and fails the test, named."""
     asyncio.set_event_loop(_session_loop)
+    before = asyncio.all_tasks(_session_loop)
     yield _session_loop
-    _session_loop.run_until_complete(_settle())
-
-
-async def _settle(timeout: float = 10.0) -> None:
-    """Let background tasks a test started finish (cancel them after ``timeout``), so none runs on a closed loop."""
-    from app.ui.tasks import running_tasks
-
-    pending = running_tasks()
-    if pending:
-        _done, late = await asyncio.wait(pending, timeout=timeout)
-        for task in late:
-            task.cancel()
-        if late:
-            await asyncio.wait(late, timeout=timeout)
+    late = _session_loop.run_until_complete(settle(before))
+    if late:
+        pytest.fail(f"tasks left running {GRACE_S:.0f} s after the test: " + "; ".join(late), pytrace=False)
 
 
 @pytest.fixture
@@ -56,6 +80,7 @@ def make_window(qloop):
     from app.services.paths import app_paths
     from app.services.workstation import Workstation
     from app.ui.main_window import MainWindow
+    from app.ui.tasks import running_tasks
 
     windows = []
 
@@ -71,7 +96,8 @@ def make_window(qloop):
     yield make
 
     async def close_all():
-        await _settle()
+        if pending := running_tasks():  # what the UI started (a save, a refresh) ends before the shutdown
+            await asyncio.wait(pending, timeout=GRACE_S)
         for window in windows:  # shut down before pytest-qt's own clean-up, which would only close the window
             await window.shutdown_panels()
             window.close()
@@ -89,7 +115,6 @@ def make_standalone_panel(qloop, qtbot):
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
     from app.services.workstation import Workstation
-    from app.ui.tasks import running_tasks
 
     panels, workstations = [], []
 
@@ -111,6 +136,6 @@ def make_standalone_panel(qloop, qtbot):
                 await panel.shutdown()
         for workstation in workstations:
             await workstation.close()
-        await until(lambda: not running_tasks(), timeout=60)
+        await drain(60)  # a task still running after that fails the test in qloop's teardown, named
 
     qloop.run_until_complete(finish())

@@ -232,13 +232,15 @@ def test_showing_a_saved_run_during_a_run_keeps_cancel(qloop, make_panel):
 
 
 def test_main_window_has_the_bench_page(qloop, make_window):
+    from app.services.engines.events import VllmEndpoint
+
     async def scenario():
         window = await make_window()
         names = [window.nav.item(i).text() for i in range(window.nav.count())]
         assert names.index("Bench") == names.index("Batch") + 1
-        window._vllm_ready("http://127.0.0.1:8124", "served", "")
+        window.context.host.offer_vllm(VllmEndpoint("http://127.0.0.1:8124", "served", None, "remote"))
         assert "served at http://127.0.0.1:8124" in window.bench_panel.vllm_note.text()
-        window.vllm_panel.server_stopped.emit()
+        window.context.host.withdraw_vllm("remote")
         assert "Start a vLLM server" in window.bench_panel.vllm_note.text()
 
     qloop.run_until_complete(scenario())

@@ -183,7 +183,7 @@ def test_an_unexpected_estimate_error_is_shown_and_the_other_rows_go_on(
         await until(lambda: "estimating…" not in _column(discover.files_table, 3))
         verdicts = dict(zip(_column(discover.files_table, 1), _column(discover.files_table, 3), strict=True))
         assert verdicts["Q2_K"] == "no estimate: estimator bug (see View → Log)"
-        assert verdicts["F16"].startswith("Fits: needs ") and "of 12.00 GiB system RAM" in verdicts["F16"]
+        assert verdicts["F16"].startswith("Fits: needs ") and "of 12.0 GiB system RAM" in verdicts["F16"]
         assert verdicts["F16"].endswith("(no GPU here: everything runs from RAM).")
         assert "estimating a-odd-Q2_K.gguf of org/Odd-GGUF failed" in caplog.text
 

@@ -54,7 +54,7 @@ def test_a_download_shows_progress_then_done_and_announces_its_path(qloop, make_
         await panel.add_job(plan("org/Big-GGUF", BIG))
         await until(lambda: panel.views and panel.views[0].done_bytes > 300_000)
         texts = _row_texts(panel, 0)
-        assert texts[0] == f"org/Big-GGUF: {BIG}" and texts[1] == "Downloading" and texts[5].endswith(" / 3.0 MB")
+        assert texts[0] == f"org/Big-GGUF: {BIG}" and texts[1] == "Downloading" and texts[5].endswith(" / 2.9 MiB")
         assert panel.table.cellWidget(0, 2).value() > 0
         hub.throttle_bytes_per_s = None
         await until(lambda: panel.views[0].state == DONE)
@@ -143,6 +143,7 @@ def test_the_window_has_discover_and_downloads_tabs_and_a_finished_download_resc
 
     async def scenario():
         window = await make_window()
+        window.open_path("models/discover")
         tabs = next(t for t in window.findChildren(QTabWidget) if t.indexOf(window.discover_panel) >= 0)
         names = [tabs.tabText(i) for i in range(tabs.count())]
         assert names.index("Downloads") == names.index("Discover") + 1

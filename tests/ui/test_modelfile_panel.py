@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt
 from app.core.modelfile.go_template import render_ollama_prompt
 from app.core.modelfile.params import format_params
 from app.core.modelfile.parser import ModelfileError, parse_modelfile
+from app.services.presets import shipped_presets_dir
 from app.ui.tasks import running_tasks
 from tests.support.fake_ollama import FakeOllama
 from tests.support.waiting import until
@@ -229,8 +230,9 @@ def test_save_writes_into_the_user_folder_and_lists_it(qtbot, qloop, make_panel)
 def test_presets_are_listed_and_open_read_only(qtbot, qloop, make_panel):
     async def scenario():
         panel = await make_panel()
+        assert panel.files.presets_dir == shipped_presets_dir()
         presets = sorted(p.name for p in panel.files.presets_dir.glob("*.Modelfile"))
-        assert presets, "the repository ships presets in modelfiles/"
+        assert {"coding-assistant.Modelfile", "translator.Modelfile"} <= set(presets), presets
         listed = [panel.files.preset_root.child(i).text(0) for i in range(panel.files.preset_root.childCount())]
         assert listed == sorted(presets, key=str.lower)
         item = panel.files.preset_root.child(0)
@@ -482,7 +484,7 @@ def test_form_edit_right_after_typing_keeps_both(qtbot, qloop, make_panel):
 def test_highlighter_follows_ollamas_lexing(qtbot, qloop, make_panel):
     from PySide6.QtGui import QFont
 
-    from app.ui.pages.modelfiles.editor import error_color
+    from app.ui.widgets.palette import error_color
 
     async def scenario():
         panel = await make_panel()

@@ -174,8 +174,8 @@ def test_load_in_chat_reaches_the_chat_panel(qloop, make_window, library):
         path = panel.selected_entry().path
         panel.load_button.click()
         assert window.nav.currentRow() == 0
-        await until(lambda: window.chat_panel.backend.model is not None)
-        assert window.chat_panel.backend.model.path == path
+        await until(lambda: window.chat_panel.workspace.model is not None)
+        assert window.chat_panel.workspace.model.path == path
 
     qloop.run_until_complete(scenario())
 
@@ -258,7 +258,7 @@ def test_memory_bars_paint_in_the_palette_colours(qtbot, dark):
     assert image.pixelColor(bar_left + int(bar_width * 7 / 16), y) == kv  # then 2 GiB of KV cache
     assert image.pixelColor(bar_left + int(bar_width * 9 / 16), y) == compute
     assert len({weights.name(), kv.name(), compute.name()}) == 3
-    assert bars.describe() == ["RAM: 10.00 GiB of 16.00 GiB (Weights 6.00 GiB, KV cache 2.00 GiB, Compute 2.00 GiB)"]
+    assert bars.describe() == ["RAM: 10.0 GiB of 16.0 GiB (Weights 6.0 GiB, KV cache 2.0 GiB, Compute 2.0 GiB)"]
 
 
 def test_folder_problems_are_shown_under_the_table(qloop, make_window, library, tmp_path):

@@ -345,25 +345,20 @@ def test_real_vllm_under_load_fills_the_kv_grid(qloop, make_standalone_panel, vl
         stop.set()
 
 
-def test_a_remote_chat_url_never_gets_the_local_servers_pid() -> None:
-    from types import SimpleNamespace
-
+def test_a_remote_vllm_server_never_gets_a_local_pid() -> None:
     from app.backends.llamacpp.backend import LlamaCppBackend
-    from app.ui.pages.monitor.panel import monitor_targets
+    from app.services.engines.events import VllmEndpoint
+    from app.services.engines.host import EngineHost
+    from app.services.monitor.engine_processes import host_targets
 
-    backend = LlamaCppBackend()  # no worker: no llama.cpp target
-    server = SimpleNamespace(pid=4242, ready=True, base_url="http://127.0.0.1:8000")
-    vllm_page = SimpleNamespace(server=server, endpoint=("http://127.0.0.1:8000", "tiny-llama", ""))
-    remote = SimpleNamespace(backend=backend, vllm_target=("https://gpu-box.lan:8000", "key"))
-    (target,) = monitor_targets(remote, vllm_page)  # type: ignore[arg-type]
-    assert target.metrics_url == "https://gpu-box.lan:8000" and target.root_pid is None
-    assert target.label == "vLLM at https://gpu-box.lan:8000"  # not the local server's model either
-    local = SimpleNamespace(backend=backend, vllm_target=("http://127.0.0.1:8000/", None))
-    (target,) = monitor_targets(local, vllm_page)  # type: ignore[arg-type]
-    assert target.root_pid == 4242 and target.label == "vLLM: tiny-llama"
-    page_only = SimpleNamespace(backend=backend, vllm_target=None)
-    (target,) = monitor_targets(page_only, vllm_page)  # type: ignore[arg-type]
-    assert target.root_pid == 4242 and target.metrics_url == "http://127.0.0.1:8000"
+    host = EngineHost(LlamaCppBackend())  # no worker: no llama.cpp target
+    host.offer_vllm(VllmEndpoint("https://gpu-box.lan:8000", "big", "key", "remote"))
+    (target,) = host_targets(host)
+    assert (target.metrics_url, target.root_pid, target.label) == ("https://gpu-box.lan:8000", None, "vLLM: big")
+    host.withdraw_vllm("remote")
+    host.offer_vllm(VllmEndpoint("http://127.0.0.1:8000", "tiny-llama", None, "managed", 4242))
+    (target,) = host_targets(host)
+    assert (target.root_pid, target.label) == (4242, "vLLM: tiny-llama")
 
 
 def test_save_dialogs_are_deleted_when_closed(qloop, make_panel) -> None:

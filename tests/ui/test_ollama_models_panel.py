@@ -114,11 +114,11 @@ def test_installed_and_running_tables(qloop, fake, make_panel):
         assert sorted(_column(panel.installed_table)) == ["llama3.2:latest", "qwen3:4b"]
         row = _column(panel.installed_table).index("qwen3:4b")
         cells = [panel.installed_table.item(row, c).text() for c in range(6)]
-        assert cells[:5] == ["qwen3:4b", "2.5 GB", "qwen3", "4.0B", "Q8_0"]
+        assert cells[:5] == ["qwen3:4b", "2.3 GiB", "qwen3", "4.0B", "Q8_0"]
         assert cells[5] == "less than a minute ago"
         running = [panel.running_table.item(0, c).text() for c in range(6)]
         size = 2 * GB + 8192 * 1024
-        assert running[:5] == ["llama3.2:latest", "2.0 GB", "1.0 GB", "50%", "8,192"]
+        assert running[:5] == ["llama3.2:latest", "1.9 GiB", "957.7 MiB", "50%", "8,192"]
         assert running[5].startswith("in ") and "minute" in running[5]
         assert panel.running_table.item(0, 1).toolTip() == f"{size:,} bytes"
         assert not panel.empty_label.isVisible()
@@ -212,7 +212,7 @@ def test_pull_shows_progress_then_the_model_is_installed(qloop, fake, make_panel
         assert not panel.pull_button.isEnabled() and panel.pull_cancel.isVisible()
         bar = panel.pull_progress
         await until(lambda: bar.isVisible() and bar.maximum() == 1000 and 0 < bar.value() < 1000)
-        assert " of 3.0 GB" in panel.pull_status.text() and panel.pull_status.text().startswith("pulling ")
+        assert " of 2.8 GiB" in panel.pull_status.text() and panel.pull_status.text().startswith("pulling ")
         await until(lambda: "qwen3:4b" in _column(panel.installed_table))
         await _idle()
         assert panel.pull_status.text().startswith("Pulled qwen3:4b")

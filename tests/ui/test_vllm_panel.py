@@ -66,6 +66,10 @@ class StubServer:
         return self.options.display_name
 
     @property
+    def pid(self) -> int | None:
+        return None  # no process: the monitor counts no memory for it
+
+    @property
     def elapsed(self) -> float | None:
         if self._ready_after is not None:
             return self._ready_after

@@ -25,7 +25,7 @@ from app.backends.protocol import (
     StateKind,
 )
 from app.core.chat.conversation import ReplyStats
-from app.core.errors import InvalidInputError
+from app.core.errors import ErrorKind, InvalidInputError
 from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.load_checks import context_beyond_training, memory_refusal
 from app.core.memory.fit import MachineMemory
@@ -33,7 +33,7 @@ from app.core.params import LoadParams, SamplingParams
 
 log = logging.getLogger("app.backends.llamacpp")
 
-BUSY_MESSAGE = "A reply is being generated. Stop it (Esc) before loading another model."
+BUSY_MESSAGE = "A reply is being generated. Stop it before loading another model."
 # error kinds that mean "this request cannot work as asked": the caller changes it (CLI exit 2)
 _BAD_REQUEST_KINDS = (protocol.ERR_BAD_INPUT, protocol.ERR_TEMPLATE)
 
@@ -41,6 +41,8 @@ _BAD_REQUEST_KINDS = (protocol.ERR_BAD_INPUT, protocol.ERR_TEMPLATE)
 class LoadRefusedError(ModelLoadError, InvalidInputError):
     """The load cannot work as asked (an unknown chat format, a chat template that fails, a context that will
     not fit this machine's memory); the message says what to change."""
+
+    kind = ErrorKind.INVALID_INPUT  # BackendError's ENGINE_FAILED would come first in the MRO
 
 
 class _WorkerError(BackendError):
@@ -293,7 +295,7 @@ class LlamaCppBackend(BackendBase):
         tail = "\n".join(list(worker.stderr_tail)[-5:]) if worker else ""
         reason = f"The llama.cpp worker stopped unexpectedly: {describe_exit(event.get('returncode'))}."
         log.error("%s Last worker output:\n%s", reason, tail or "(none)")
-        failure = {"event": "error", "kind": "exit", "message": reason, "tail": tail}
+        failure = {"event": "error", "kind": protocol.ERR_EXITED, "message": reason, "tail": tail}
         if self._hello and not self._hello.done():
             self._hello.set_result(failure)
         for request_id, waiter in list(self._waiters.items()):
@@ -312,7 +314,7 @@ class LlamaCppBackend(BackendBase):
 
     def _reply_error(self, event: dict[str, Any], partial: str) -> BackendError:
         message = event.get("message", "generation failed")
-        if event.get("kind") == "exit":
+        if event.get("kind") == protocol.ERR_EXITED:
             message += " The partial reply was kept; load the model again to continue."
         return GenerationError(message, partial)
 

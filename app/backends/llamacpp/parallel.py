@@ -20,12 +20,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from app.backends.protocol import BackendError
 from app.core import safe_json
 
 START_TIMEOUT_S = 300.0
 
 
-class ParallelLlamaError(Exception):
+class ParallelLlamaError(BackendError):
     """The child could not start, or died; the message says why."""
 
 

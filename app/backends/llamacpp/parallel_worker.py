@@ -79,7 +79,9 @@ class _Engine:
         params.n_threads = params.n_threads_batch = threads
         self.ctx = llama_cpp.llama_init_from_model(model, params)
         if not self.ctx:
-            raise RuntimeError("llama.cpp could not create the context (too little memory for --ctx x slots?)")
+            raise RuntimeError(
+                "llama.cpp could not create the context (too little memory for the context size × slots?)"
+            )
         self.vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
@@ -158,7 +160,7 @@ def _admit(engine: _Engine, line: str, now: float) -> _Seq | dict[str, Any]:
         return {"id": seq.request_id, "error": "empty prompt or max_tokens < 1"}
     if len(seq.tokens) + seq.max_tokens > engine.n_ctx_per_seq:
         return {"id": seq.request_id, "error": f"{len(seq.tokens)} prompt + {seq.max_tokens} output tokens exceed "
-                f"the per-sequence context {engine.n_ctx_per_seq}; raise --ctx"}  # fmt: skip
+                f"the per-sequence context {engine.n_ctx_per_seq}; raise the context size"}  # fmt: skip
     return seq
 
 

@@ -20,6 +20,7 @@ ERR_GENERATION = "generation"
 ERR_BAD_COMMAND = "bad_command"
 ERR_BAD_INPUT = "bad_input"  # the request cannot work as asked (an unknown chat format): change it
 ERR_TEMPLATE = "template"  # the model's chat template does not compile, or the sandbox blocked it
+ERR_EXITED = "exit"  # the worker process ended: written by the app for the requests it had in flight
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 
 from app.core import safe_json
 from app.core.bounded_lines import BoundedLines, LinesError, LineTooLong
+from app.core.errors import InvalidInputError
 from app.core.user_files import MiB, UserFileError, human_limit, open_user_file
 
 # OpenAI's Batch API takes input files of up to 200 MB. Every request is held in memory while a batch runs, so
@@ -59,7 +60,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
 
 
-class BatchInputError(ValueError):
+class BatchInputError(InvalidInputError):
     """The input file cannot be read at all (missing, not UTF-8, no prompt column); the message says why."""
 
 
@@ -448,7 +449,8 @@ def _finished_ids(lines: BoundedLines, path: Path) -> tuple[set[str], int]:
             record = None
         if not isinstance(record, dict) or "id" not in record:
             raise BatchInputError(
-                f"{path} line {lines.number} is not a batch result; choose another --output or move that file away"
+                f"{path} line {lines.number} is not a batch result; choose another output file or move that file away",
+                setting="output",
             )
         if record.get("error") is None and isinstance(record["id"], str):
             finished.add(record["id"])

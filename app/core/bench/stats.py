@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from app.core.batch.input import percentile
+from app.core.units import MISSING, format_bytes
 
 
 @dataclass(frozen=True)
@@ -133,22 +134,13 @@ COLUMNS = (
 )
 
 
-def format_bytes(value: int | None) -> str:
-    if value is None:
-        return "—"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value} B"
-
-
 def cell(row: BenchRow, key: str) -> str:
-    """One figure as the tables show it (``—`` for none)."""
+    """One figure as the tables show it (``MISSING`` for none)."""
     value = getattr(row, key)
     if key == "note":
         return f"skipped: {row.skipped}" if row.skipped else value or ""
     if value is None or (row.skipped and key not in ("backend", "concurrency")):
-        return "—"
+        return MISSING
     if key == "peak_memory_bytes":
         return format_bytes(value) + (f" ({row.memory_source})" if row.memory_source else "")
     if key == "peak_kv_usage":

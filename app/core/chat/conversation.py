@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.core.units import format_tokens_per_s
+
 
 class Role(StrEnum):
     SYSTEM = "system"
@@ -49,7 +51,7 @@ class ReplyStats:
     def summary(self) -> str:
         parts = [f"{self.completion_tokens} tokens"]
         if self.decode_tokens_per_s:
-            parts.append(f"{self.decode_tokens_per_s:.1f} tok/s")
+            parts.append(format_tokens_per_s(self.decode_tokens_per_s))
         if self.ttft_ms is not None:
             parts.append(f"first token {self.ttft_ms:.0f} ms")
         parts.append(f"prompt {self.prompt_tokens} tokens")

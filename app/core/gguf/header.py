@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from app.core.errors import InvalidInputError
+
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 GGML_MAX_DIMS = 4
@@ -41,7 +43,7 @@ _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # empty name, n_dims, type, offset
 _CHUNK = 64 * 1024
 
 
-class GgufFileError(ValueError):
+class GgufFileError(InvalidInputError):
     """The file is not a usable GGUF; the message says why and what to do."""
 
 
@@ -390,11 +392,3 @@ def ggml_row_bytes(ggml_type: int, n_elements: int) -> int:
     """Bytes of ``n_elements`` values of a GGML type (a whole number of blocks)."""
     block_size, type_size = _quant_sizes()[ggml_type]
     return n_elements // block_size * type_size
-
-
-def tensor_nbytes(shape: tuple[int, ...], ggml_type: int) -> int:
-    """Bytes a tensor of this shape and GGML type occupies."""
-    n_elements = 1
-    for dim in shape:
-        n_elements *= dim
-    return ggml_row_bytes(ggml_type, n_elements)

@@ -66,10 +66,6 @@ class GgufCandidate:
         """Whether every announced shard is listed."""
         return len(self.files) == self.shard_count
 
-    @property
-    def first_file(self) -> HubFile:
-        return self.files[0]
-
     def to_dict(self) -> dict[str, object]:
         return {
             "key": self.key,

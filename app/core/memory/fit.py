@@ -7,11 +7,11 @@ from dataclasses import dataclass, replace
 
 from app.core.gguf.header import GgufHeader
 from app.core.memory.estimate import EstimateSettings, MemoryEstimate, estimate_memory, model_shape
+from app.core.units import format_bytes
 
 FITS, TIGHT, WONT_FIT = "fits", "tight", "wont_fit"
 HEADROOM = 0.10  # under 10% left over is "tight": other programs, fragmentation and the driver need room
 _MIN_CTX = 256
-GIB = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,6 @@ class FitVerdict:
             "needed_bytes": self.needed_bytes,
             "available_bytes": self.available_bytes,
         }
-
-
-def gib(n_bytes: int) -> str:
-    return f"{n_bytes / GIB:.2f} GiB"
 
 
 NO_GPU_NOTE = "no GPU here: everything runs from RAM"
@@ -81,9 +77,9 @@ def fit_verdict(header: GgufHeader, settings: EstimateSettings, machine: Machine
     estimate = estimate_memory(header, settings)
     state, needed, available, where = _state(estimate, machine)
     words = {FITS: "Fits", TIGHT: "Tight fit", WONT_FIT: "Won't fit"}
-    summary = f"{words[state]}: needs {gib(needed)} of {gib(available)} {where}"
+    summary = f"{words[state]}: needs {format_bytes(needed)} of {format_bytes(available)} {where}"
     if estimate.gpu_bytes and where != "free VRAM":
-        summary += f" ({gib(estimate.gpu_bytes)} on the GPU)"
+        summary += f" ({format_bytes(estimate.gpu_bytes)} on the GPU)"
     elif not machine.gpu_free_bytes:
         summary += f" ({NO_GPU_NOTE})"
     summary += "."

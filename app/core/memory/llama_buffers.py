@@ -33,11 +33,6 @@ def _bytes(mib: str) -> int:
     return round(float(mib) * MIB)
 
 
-def is_host_buffer(name: str) -> bool:
-    """Whether a llama.cpp buffer name is system memory (CPU, CPU_Mapped, CPU_REPACK, AMX, CUDA_Host, ...)."""
-    return name.startswith("CPU") or name.endswith("_Host") or name == "AMX"
-
-
 @dataclass(frozen=True)
 class KvCacheLine:
     cells: int

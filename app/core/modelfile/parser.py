@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from app.core.errors import InvalidInputError
 from app.core.user_files import MiB, read_user_bytes
 
 __all__ = [
@@ -48,7 +49,7 @@ __all__ = [
 MAX_MODELFILE_BYTES = 1 * MiB
 
 
-class ModelfileError(ValueError):
+class ModelfileError(InvalidInputError):
     """A Modelfile Ollama would refuse (``str(e)`` is Ollama's own text), or a value no Modelfile can hold."""
 
     def __init__(self, message: str, line: int | None = None) -> None:

@@ -86,7 +86,7 @@ class LlamaCppPreset:
         """What applying this preset did and did not do, for the person who applied it."""
         notes = [f"Preset {name} applied to a new chat."]
         if reload_needed:
-            notes.append("Its load options differ from the loaded model's: press Reload to apply them.")
+            notes.append("Its load options differ from the loaded model's: load the model again to apply them.")
         if self.model and not self.model.endswith(".gguf"):
             notes.append(f"FROM {self.model} names an Ollama model; the loaded model is kept.")
         if self.ignored:

@@ -1,7 +1,7 @@
 """Monitor alerts from consecutive snapshots; pure, so the panel, the status bar and tests share them.
 
-``evaluate_alerts`` looks at two snapshots; ``AlertTracker`` follows a run of them, so that an event seen in
-one sample (preemptions) stays raised for a hold time instead of flickering at the sampling rate.
+``AlertTracker`` follows a run of snapshots, so that an event seen in one sample (preemptions) stays raised
+for a hold time instead of flickering at the sampling rate.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from app.core.monitor.snapshot import MonitorSnapshot, format_bytes
+from app.core.monitor.snapshot import MonitorSnapshot
+from app.core.units import format_bytes
 
 PREEMPTION_HOLD_S = 30.0  # a "preemptions rising" alert stays this long after the counter last grew
 
@@ -29,21 +30,6 @@ class Alert:
     message: str
 
 
-def evaluate_alerts(
-    previous: MonitorSnapshot | None,
-    current: MonitorSnapshot,
-    thresholds: AlertThresholds | None = None,
-) -> tuple[Alert, ...]:
-    """The alerts that hold for ``current``; ``previous`` (one sample earlier) tells what is rising."""
-    limits = thresholds or AlertThresholds()
-    return (
-        *_kv_alerts(current, limits),
-        *_preemption_alerts(previous, current),
-        *_vram_alerts(current, limits),
-        *_leftover_alerts(current, limits),
-    )
-
-
 def _kv_alerts(snapshot: MonitorSnapshot, limits: AlertThresholds) -> list[Alert]:
     alerts = []
     for engine in snapshot.engines:
@@ -55,26 +41,6 @@ def _kv_alerts(snapshot: MonitorSnapshot, limits: AlertThresholds) -> list[Alert
                     "critical" if usage >= 0.99 else "warning",
                     f"{engine.label}: KV cache {usage:.0%} full (alert at {limits.kv_usage_fraction:.0%}). "
                     "New requests will wait or be preempted; lower the load or raise the KV cache size.",
-                )
-            )
-    return alerts
-
-
-def _preemption_alerts(previous: MonitorSnapshot | None, current: MonitorSnapshot) -> list[Alert]:
-    if previous is None:
-        return []
-    before = {e.kind: e.kv.preemptions_total for e in previous.engines if e.kv}
-    alerts = []
-    for engine in current.engines:
-        now = engine.kv.preemptions_total if engine.kv else None
-        then = before.get(engine.kind)
-        if now is not None and then is not None and now > then:
-            alerts.append(
-                Alert(
-                    f"preemptions:{engine.kind}",
-                    "warning",
-                    f"{engine.label}: {now - then} request(s) preempted since the last sample "
-                    "(the KV cache ran out; work is being recomputed).",
                 )
             )
     return alerts

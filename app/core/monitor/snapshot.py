@@ -130,15 +130,3 @@ class MonitorSnapshot:
             "backends": [asdict(e) for e in self.engines],
             "processes": [asdict(p) for p in self.processes],
         }
-
-
-def format_bytes(value: int | None) -> str:
-    """1536 → '1.5 KiB'; None → 'N/A'."""
-    if value is None:
-        return "N/A"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"  # pragma: no cover - loop always returns

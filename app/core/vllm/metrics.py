@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.core.errors import InvalidInputError
+
 # Each figure: the sample names to try, newest first (the first name present wins).
 _KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 _RUNNING = ("vllm:num_requests_running",)
@@ -39,7 +41,7 @@ _TTFT_SUM = ("vllm:time_to_first_token_seconds_sum",)
 _CACHE_CONFIG = "vllm:cache_config_info"
 
 
-class MetricsParseError(ValueError):
+class MetricsParseError(InvalidInputError):
     """The page is not Prometheus text; the message says so in words."""
 
 

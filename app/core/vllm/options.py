@@ -242,7 +242,7 @@ def _check_text(options: VllmServerOptions, messages: list[str]) -> None:
 def _check_extra_args(options: VllmServerOptions, messages: list[str]) -> None:
     for flag in _extra_flag_names(options.extra_args):
         if flag in _SECRET_FLAGS:
-            messages.append("Put the API key in the API key field, not in the extra arguments (they are visible).")
+            messages.append("The API key has its own setting; remove it from the extra arguments (they are visible).")
         elif flag in _OWNED_FLAGS:
             messages.append(f"{flag} has its own setting; remove it from the extra arguments.")
 

@@ -20,10 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.backends.http_json import response_json, response_json_or_none
-from app.backends.http_lines import MAX_LINE_BYTES
+from app.backends.http_lines import MAX_LINE_BYTES, closing_byte_lines
+from app.backends.openai_stream import sse_data
+from app.backends.server_url import normalize_server_url
 from app.core import safe_json
 from app.core.batch.input import BatchRequest, length_priorities, percentiles, read_finished_ids, shortest_first
+from app.core.errors import AppError, ErrorKind, InvalidInputError
 from app.core.lazy_import import lazy_import
+from app.core.user_files import human_limit
 
 if TYPE_CHECKING:
     import httpx
@@ -36,8 +40,11 @@ ProgressCallback = Callable[["BatchProgress"], None]
 ERROR_TEXT_CHARS = 300
 
 
-class BatchError(RuntimeError):
-    """The batch cannot go on: the server is unreachable or refuses us, or the output file is unusable."""
+class BatchError(AppError):
+    """The batch cannot go on: the server is unreachable or refuses us, or the output file is unusable.
+    ``setting`` says which setting fixes it (``"endpoint"``, ``"api_key"``, ``"model"``, ``"output"``)."""
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,9 @@ class ResultWriter:
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as exc:
-            raise BatchError(f"cannot write {path}: {exc.strerror or exc}; choose another --output") from None
+            raise BatchError(
+                f"cannot write {path}: {exc.strerror or exc}; choose another output file", setting="output"
+            ) from None
         self._path = path
         self._interval_s = fsync_interval_s
         self._synced_at = time.monotonic()
@@ -164,18 +173,6 @@ class ResultWriter:
             os.close(self._fd)
 
 
-def normalize_endpoint(url: str) -> str:
-    """``http://host:8000``, ``…/`` or ``…/v1`` → ``http://host:8000``; ValueError for anything not http(s)."""
-    url = url.strip().rstrip("/")
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL:
-        parsed = httpx.URL()
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ValueError(f"the endpoint {url!r} is not an http:// or https:// address (e.g. http://127.0.0.1:8000)")
-    return url.removesuffix("/v1")
-
-
 def server_message(response: httpx.Response) -> str:
     """The error text an OpenAI-style server put in its body, else the status line."""
     body = response_json_or_none(response, what="the error answer")
@@ -189,13 +186,16 @@ def server_message(response: httpx.Response) -> str:
     return f"HTTP {response.status_code}: {text[:ERROR_TEXT_CHARS]}"
 
 
-def _refused(endpoint: str, response: httpx.Response) -> str:
-    return f"the server at {endpoint} refused the API key ({server_message(response)}); check --api-key"
+def _refused(endpoint: str, response: httpx.Response) -> BatchError:
+    message = f"the server at {endpoint} refused the API key ({server_message(response)}); check the API key"
+    return BatchError(message, setting="api_key")
 
 
-def _unreachable(endpoint: str, exc: Exception) -> str:
+def _unreachable(endpoint: str, exc: Exception) -> BatchError:
     reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return f"cannot reach the server at {endpoint} ({reason}); start it or check --endpoint"
+    return BatchError(
+        f"cannot reach the server at {endpoint} ({reason}); start it or check the address", setting="endpoint"
+    )
 
 
 async def find_model(client: httpx.AsyncClient, endpoint: str, connect_timeout_s: float | None = 10.0) -> str:
@@ -203,14 +203,16 @@ async def find_model(client: httpx.AsyncClient, endpoint: str, connect_timeout_s
     try:
         response = await client.get("/v1/models", timeout=httpx.Timeout(30.0, connect=connect_timeout_s))
     except httpx.HTTPError as exc:
-        raise BatchError(_unreachable(endpoint, exc)) from None
+        raise _unreachable(endpoint, exc) from None
     if response.status_code in (401, 403):
-        raise BatchError(_refused(endpoint, response))
+        raise _refused(endpoint, response)
     try:
         data: Any = response_json(response, what="/v1/models").get("data") if response.status_code == 200 else None
         return str(data[0]["id"])
     except (ValueError, AttributeError, LookupError, TypeError):  # ValueError: JsonError (not JSON, nested, large)
-        raise BatchError(f"could not find the served model at {endpoint}/v1/models; pass --model NAME") from None
+        raise BatchError(
+            f"could not find the served model at {endpoint}/v1/models; give the served model's name", setting="model"
+        ) from None
 
 
 class BatchRunner:
@@ -236,10 +238,10 @@ class BatchRunner:
         progress_interval_s: float = 0.5,
     ) -> None:
         if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
+            raise InvalidInputError("concurrency must be at least 1", setting="concurrency")
         if order not in ("input", "shortest"):
-            raise ValueError('order must be "input" or "shortest"')
-        self.endpoint = normalize_endpoint(endpoint)
+            raise InvalidInputError('order must be "input" or "shortest"')
+        self.endpoint = normalize_server_url(endpoint)
         self.model = model
         self.concurrency = concurrency
         self.order: Order = order
@@ -330,7 +332,7 @@ class BatchRunner:
             result = await self._request(client, model, request, state)
             writer.write(result.to_dict())
         except (httpx.ConnectError, BatchError) as exc:  # nothing more can succeed: stop the batch
-            fatal = exc if isinstance(exc, BatchError) else BatchError(_unreachable(self.endpoint, exc))
+            fatal = exc if isinstance(exc, BatchError) else _unreachable(self.endpoint, exc)
             state.fatal = state.fatal or fatal
             self.cancel()
             return
@@ -373,7 +375,7 @@ class BatchRunner:
                 if response.status_code >= 400:
                     await response.aread()
                     if response.status_code in (401, 403):
-                        raise BatchError(_refused(self.endpoint, response))
+                        raise _refused(self.endpoint, response)
                     stream.error = self._explain(server_message(response))
                 else:
                     await stream.read(response)
@@ -389,7 +391,7 @@ class BatchRunner:
 
     def _explain(self, message: str) -> str:
         if self._priorities and "priority" in message.lower():
-            return f"{message} — start vLLM with --scheduling-policy priority, or run without --priority"
+            return f"{message} — start vLLM with --scheduling-policy priority, or run without request priorities"
         return message
 
     def _summary(self, model: str, state: _RunState, notes: list[str]) -> BatchSummary:
@@ -426,22 +428,15 @@ class _Stream:
         self.ended = False
 
     async def read(self, response: httpx.Response) -> None:
-        """Split the body into lines as bytes (cheaper than httpx's text line decoder) and take each event."""
-        pending = bytearray()  # grows in place; split only when a newline arrives, so a long line costs O(n)
-        async for data in response.aiter_bytes():  # read to the end, so the connection goes back to the pool
-            pending += data
-            if b"\n" not in data:
-                if len(pending) > MAX_LINE_BYTES:
-                    self.error = f"the server sent a stream line larger than {MAX_LINE_BYTES // safe_json.MiB} MiB"
-                    return
-                continue
-            *lines, rest = pending.split(b"\n")
-            pending = bytearray(rest)
-            for line in lines:
-                if line.startswith(b"data:") and self._event(bytes(line[5:].strip())):
-                    return
-        if pending.startswith(b"data:"):
-            self._event(bytes(pending[5:].strip()))
+        """Take each event of the body, read as bytes (JSON is parsed from them, so bad UTF-8 stays an error)."""
+        try:
+            async with closing_byte_lines(response) as lines:
+                async for line in lines:
+                    data = sse_data(line)
+                    if data is not None and self._event(data):
+                        return
+        except safe_json.JsonError:  # a line over the bound: the reader stopped at the limit
+            self.error = f"the server sent a stream line larger than {human_limit(MAX_LINE_BYTES)}"
 
     def _event(self, data: bytes) -> bool:
         """Take one ``data:`` payload; True on an error (stop reading and drop the connection)."""

@@ -27,12 +27,21 @@ import httpx
 from app.backends.http_json import response_json
 from app.backends.protocol import BackendError, GenerationError
 from app.core.bench.stats import RequestSample
+from app.core.errors import AppError, ErrorKind
 from app.core.params import LoadParams, SamplingParams
 from app.core.vllm.metrics import MetricsParseError, VllmMetrics, parse_metrics
 
 
-class BenchRunError(Exception):
-    """The bench cannot run at all (bad model, server gone); the message says what to do next."""
+class BenchRunError(AppError):
+    """The bench cannot run at all (bad model, server gone); the message says what to do next. The kind is per
+    instance: bad settings are invalid input, a server that cannot be reached is unavailable."""
+
+    kind = ErrorKind.INVALID_INPUT
+
+    @classmethod
+    def of(cls, exc: AppError, prefix: str = "") -> BenchRunError:
+        """An engine's error as a BenchRunError of the same kind and setting."""
+        return cls(f"{prefix}{exc}", kind=exc.kind, setting=exc.setting)
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,7 @@ class LlamaCppDriver:
         try:
             info = await self.backend.load(self.target.model, LoadParams(n_ctx=self.target.n_ctx))
         except BackendError as exc:
-            raise BenchRunError(str(exc)) from None
+            raise BenchRunError.of(exc) from None
         return info.name
 
     def pid(self) -> int | None:
@@ -171,7 +180,7 @@ class LlamaCppParallelDriver:
         try:
             await self.engine.start(self.target.model, slots, self.target.n_ctx)
         except ParallelLlamaError as exc:
-            raise BenchRunError(f"llama.cpp could not run {slots} parallel sequences: {exc}") from None
+            raise BenchRunError.of(exc, f"llama.cpp could not run {slots} parallel sequences: ") from None
         self.parallel_streams = slots
 
     def pid(self) -> int | None:
@@ -215,7 +224,7 @@ class VllmDriver:
         try:
             self.endpoint = normalize_url(target.endpoint)
         except BackendError as exc:
-            raise BenchRunError(str(exc)) from None
+            raise BenchRunError.of(exc) from None
         self.target = target
         self.client = openai_client(self.endpoint, target.api_key)
         self.model = target.model
@@ -229,7 +238,7 @@ class VllmDriver:
             self.model = served[0]
         elif self.model not in served:
             raise BenchRunError(f"the server at {self.endpoint} serves {', '.join(served)}, not {self.model!r}; "
-                                "pass --model with one of those")  # fmt: skip
+                                "choose one of those", kind=ErrorKind.NOT_FOUND, setting="model")  # fmt: skip
         if self._pid is None:
             self._pid = await asyncio.to_thread(pid_listening_on, self.endpoint)
         return self.model
@@ -238,18 +247,18 @@ class VllmDriver:
         try:
             response = await self.client.get("/v1/models", timeout=httpx.Timeout(30.0, connect=10.0))
         except httpx.HTTPError as exc:
-            raise BenchRunError(f"cannot reach vLLM at {self.endpoint} ({type(exc).__name__}); start it on the "
-                                "vLLM page or check --endpoint") from None  # fmt: skip
+            raise BenchRunError(f"cannot reach vLLM at {self.endpoint} ({type(exc).__name__}); start it or check "
+                                "the address", kind=ErrorKind.UNAVAILABLE, setting="endpoint") from None  # fmt: skip
         if response.status_code in (401, 403):
             raise BenchRunError(f"vLLM at {self.endpoint} refused the API key (HTTP {response.status_code}); "
-                                "check --api-key")  # fmt: skip
+                                "check the API key", kind=ErrorKind.UNAVAILABLE, setting="api_key")  # fmt: skip
         try:
             models = [str(entry["id"]) for entry in response_json(response, what="/v1/models")["data"]]
         except (ValueError, KeyError, TypeError):  # ValueError: JsonError (not JSON, nested, too large)
             models = []
         if response.status_code != 200 or not models:
             raise BenchRunError(f"{self.endpoint}/v1/models lists no model (HTTP {response.status_code}); "
-                                "is this a vLLM server?")  # fmt: skip
+                                "is this a vLLM server?", kind=ErrorKind.UNAVAILABLE, setting="endpoint")  # fmt: skip
         return models
 
     def pid(self) -> int | None:
@@ -323,7 +332,7 @@ class OllamaDriver:
         try:
             backend = await self._backend()
         except BackendError as exc:
-            raise BenchRunError(str(exc)) from None
+            raise BenchRunError.of(exc) from None
         self._host = backend.host
         self._idle.append(backend)
         self._pid = await asyncio.to_thread(pid_listening_on, self._host)
@@ -338,7 +347,7 @@ class OllamaDriver:
             while len(self._all) < clients:
                 self._idle.append(await self._new_backend())
         except BackendError as exc:
-            raise BenchRunError(f"cannot set up {clients} Ollama clients: {exc}") from None
+            raise BenchRunError.of(exc, f"cannot set up {clients} Ollama clients: ") from None
 
     async def one(self, prompt: str, seed: int, max_tokens: int, temperature: float) -> RequestSample:
         try:
@@ -377,4 +386,4 @@ def make_driver(target: BenchTarget) -> BenchDriver:
         return VllmDriver(target)
     if target.backend == "ollama":
         return OllamaDriver(target)
-    raise BenchRunError(f"unknown engine {target.backend!r}; choose llamacpp, vllm or ollama")
+    raise BenchRunError(f"unknown engine {target.backend!r}; choose llamacpp, vllm or ollama", setting="backend")

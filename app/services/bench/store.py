@@ -16,13 +16,17 @@ from typing import Any
 
 from app.core import safe_json
 from app.core.bench.stats import BenchRow, compare_rows
+from app.core.errors import AppError, ErrorKind
 from app.services.paths import open_private
 
 log = logging.getLogger("app.services.bench")
 
 
-class BenchStoreError(Exception):
-    """A saved run cannot be read or written; the message names the file and what to do."""
+class BenchStoreError(AppError):
+    """A saved run cannot be read or written; the message names the file and what to do. Kind: not found (no
+    such run), invalid input (a bad id or a damaged file) or unavailable (the folder cannot be written)."""
+
+    kind = ErrorKind.INVALID_INPUT
 
 
 @dataclass(frozen=True)
@@ -71,18 +75,22 @@ class BenchStore:
                 out.write(json.dumps(record, indent=2))
             os.replace(temporary, path)
         except OSError as exc:
-            raise BenchStoreError(f"cannot save the bench run in {self.folder}: {exc.strerror or exc}") from None
+            raise BenchStoreError(
+                f"cannot save the bench run in {self.folder}: {exc.strerror or exc}", kind=ErrorKind.UNAVAILABLE
+            ) from None
         return run_id
 
     def load(self, run_id: str) -> dict[str, Any]:
         run_id = run_id.removesuffix(".json")
         if not run_id or Path(run_id).name != run_id:
-            raise BenchStoreError(f"{run_id!r} is not a saved run's id; `bench runs` lists them")
+            raise BenchStoreError(f"{run_id!r} is not a saved run's id", setting="run_id")
         path = self.folder / f"{run_id}.json"
         try:
             data = safe_json.load_file(path, what="it")
         except FileNotFoundError:
-            raise BenchStoreError(f"no saved bench run {run_id!r}; `bench runs` lists them") from None
+            raise BenchStoreError(
+                f"no saved bench run {run_id!r}", kind=ErrorKind.NOT_FOUND, setting="run_id"
+            ) from None
         except (OSError, ValueError) as exc:  # ValueError: JsonError (malformed, nested, too large)
             raise BenchStoreError(f"the saved run {path} cannot be read ({exc}); delete or fix the file") from None
         if not isinstance(data, dict) or not isinstance(data.get("rows"), list):

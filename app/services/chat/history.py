@@ -14,14 +14,15 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
-from app.core import safe_json
+from app.core import errors, safe_json
 from app.core.chat.conversation import Conversation, Message, MessageStatus, ReplyStats, Role
 from app.services.paths import private_database
 
@@ -31,12 +32,43 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class ConversationStoreError(Exception):
+class ConversationStoreError(errors.AppError):
     """The history cannot be read or written; the message says what happened and what to do."""
 
+    kind = errors.ErrorKind.UNAVAILABLE
 
-class NotFoundError(ConversationStoreError, LookupError):
-    """No conversation or message with the given id."""
+
+class NotFoundError(ConversationStoreError, errors.NotFoundError):
+    """No conversation or message with the given id (a LookupError)."""
+
+    kind = errors.ErrorKind.NOT_FOUND
+
+
+class ChatSummary(NamedTuple):
+    """One row of the chat list: what it shows and how it is ordered (newest ``updated_at`` first)."""
+
+    id: int
+    title: str
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """One page of the newest-first chat list; ``after`` is the cursor for the next page (None at the end)."""
+
+    chats: list[ChatSummary]
+    total: int  # conversations in the whole store
+    after: tuple[float, int] | None
+
+
+MAX_PAGE = 10_000  # rows one page call may ask for
+
+
+def _check_page(limit: int, offset: int = 0) -> None:
+    if not 1 <= limit <= MAX_PAGE:
+        raise errors.InvalidInputError(f"A page holds 1 to {MAX_PAGE:,} rows (asked for {limit}).")
+    if offset < 0:
+        raise errors.InvalidInputError(f"A page starts at row 0 or later (asked for row {offset}).")
 
 
 # --- schema -----------------------------------------------------------------------------------------------------
@@ -184,9 +216,26 @@ def _message_fields(message: Message) -> dict[str, Any]:
         "model": message.model,
         "backend": message.backend,
         "settings_json": json.dumps(message.settings, default=str),
-        "stats_json": json.dumps(message.stats.to_dict()) if message.stats else None,
+        "stats_json": json.dumps(vars(message.stats)) if message.stats else None,  # its fields (asdict is slow)
         "error": message.error,
     }
+
+
+_INSERT_MESSAGE = """INSERT INTO messages (conversation_id, position, role, content, status, model, backend,
+                                          settings_json, stats_json, error, created_at)
+                      VALUES (:conversation_id, :position, :role, :content, :status, :model, :backend,
+                              :settings_json, :stats_json, :error, :created_at)"""
+
+
+def _message_rows(conversation_id: int, messages: Iterable[Message], created_at: float) -> Iterator[dict[str, Any]]:
+    for position, message in enumerate(messages):
+        yield {
+            "conversation_id": conversation_id,
+            "position": position,
+            "role": str(message.role),
+            "created_at": created_at,
+            **_message_fields(message),
+        }
 
 
 def _message_from_row(row: sqlite3.Row) -> Message:
@@ -292,6 +341,66 @@ class ConversationStore:
             rows = conn.execute("SELECT id, title, updated_at FROM conversations ORDER BY updated_at DESC, id DESC")
             return [(row["id"], row["title"], row["updated_at"]) for row in rows]
 
+    def count_conversations(self) -> int:
+        """How many conversations the store holds."""
+        with self._reading() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
+
+    def conversations_page(self, limit: int = 100, after: tuple[float, int] | None = None) -> ConversationPage:
+        """Up to ``limit`` chats, newest first, starting after the cursor ``after`` (the previous page's).
+
+        A cursor rather than an offset: chats created or deleted between two pages neither repeat nor vanish.
+        """
+        _check_page(limit)
+        query = "SELECT id, title, updated_at FROM conversations"
+        params: tuple[Any, ...] = ()
+        if after is not None:
+            query += " WHERE updated_at < ? OR (updated_at = ? AND id < ?)"
+            params = (after[0], after[0], after[1])
+        with self._reading() as conn:
+            rows = conn.execute(f"{query} ORDER BY updated_at DESC, id DESC LIMIT ?", (*params, limit + 1)).fetchall()
+            total = int(conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
+        chats = [ChatSummary(row["id"], row["title"], row["updated_at"]) for row in rows[:limit]]
+        more = len(rows) > limit
+        return ConversationPage(chats, total, (chats[-1].updated_at, chats[-1].id) if more else None)
+
+    def count_messages(self, conversation_id: int) -> int:
+        """How many messages a conversation holds (``NotFoundError`` for an unknown id)."""
+        with self._reading() as conn:
+            self._require_conversation(conn, conversation_id)
+            row = conn.execute("SELECT COUNT(*) FROM messages WHERE conversation_id = ?", (conversation_id,))
+            return int(row.fetchone()[0])
+
+    def messages_page(self, conversation_id: int, offset: int, limit: int) -> list[Message]:
+        """Messages ``offset`` .. ``offset + limit - 1`` of a conversation, in order (fewer at its end)."""
+        _check_page(limit, offset)
+        with self._reading() as conn:
+            self._require_conversation(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position LIMIT ? OFFSET ?",
+                (conversation_id, limit, offset),
+            ).fetchall()
+        return [_message_from_row(row) for row in rows]
+
+    def import_conversations(self, conversations: Iterable[Conversation]) -> list[int]:
+        """Store whole conversations with their messages in one transaction (an import, a benchmark's history).
+
+        A conversation's ``updated_at`` is kept when set (else now); returns the new ids, in order. The
+        objects are not changed. Nothing is stored if any of them fails.
+        """
+        ids: list[int] = []
+        with self._writing() as conn:
+            for conversation in conversations:
+                stamp = conversation.updated_at or self._stamp(conn)
+                cur = conn.execute(
+                    "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                    (conversation.title, conversation.system_prompt, stamp, stamp),
+                )
+                assert cur.lastrowid is not None
+                ids.append(cur.lastrowid)
+                conn.executemany(_INSERT_MESSAGE, _message_rows(cur.lastrowid, conversation.messages, stamp))
+        return ids
+
     def load(self, conversation_id: int) -> Conversation:
         """A conversation with all its messages in order (ids set, stats parsed)."""
         with self._reading() as conn:
@@ -337,10 +446,7 @@ class ConversationStore:
                 "SELECT COALESCE(MAX(position), -1) + 1 FROM messages WHERE conversation_id = ?", (conversation_id,)
             ).fetchone()[0]
             cur = conn.execute(
-                """INSERT INTO messages (conversation_id, position, role, content, status, model, backend,
-                                         settings_json, stats_json, error, created_at)
-                   VALUES (:conversation_id, :position, :role, :content, :status, :model, :backend,
-                           :settings_json, :stats_json, :error, :created_at)""",
+                _INSERT_MESSAGE,
                 {
                     "conversation_id": conversation_id,
                     "position": position,
@@ -456,6 +562,26 @@ class AsyncConversationStore:
     async def list_conversations(self) -> list[tuple[int, str, float]]:
         """See ``ConversationStore.list_conversations``."""
         return await self._call(self.store.list_conversations)
+
+    async def count_conversations(self) -> int:
+        """See ``ConversationStore.count_conversations``."""
+        return await self._call(self.store.count_conversations)
+
+    async def conversations_page(self, limit: int = 100, after: tuple[float, int] | None = None) -> ConversationPage:
+        """See ``ConversationStore.conversations_page``."""
+        return await self._call(self.store.conversations_page, limit, after)
+
+    async def count_messages(self, conversation_id: int) -> int:
+        """See ``ConversationStore.count_messages``."""
+        return await self._call(self.store.count_messages, conversation_id)
+
+    async def messages_page(self, conversation_id: int, offset: int, limit: int) -> list[Message]:
+        """See ``ConversationStore.messages_page``."""
+        return await self._call(self.store.messages_page, conversation_id, offset, limit)
+
+    async def import_conversations(self, conversations: list[Conversation]) -> list[int]:
+        """See ``ConversationStore.import_conversations``; the list is copied when the call starts."""
+        return await self._call(self.store.import_conversations, copy.deepcopy(conversations))
 
     async def load(self, conversation_id: int) -> Conversation:
         """See ``ConversationStore.load``."""

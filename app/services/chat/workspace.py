@@ -151,7 +151,7 @@ class ChatWorkspace:
         """Load ``entry`` for the chats, on its engine; the previous engine's model is unloaded when the chat moves
         to another engine (what that changes for the chat on screen is in the outcome's notes)."""
         if self.busy(any_chat=True):
-            raise BusyError("A reply is being generated. Stop it (Esc) before loading another model.")
+            raise BusyError("A reply is being generated. Stop it before loading another model.")
         params = params or self.load_params()
         target = engine_of(entry)
         self.host.engine_for(entry)  # the engine must be there before the chat leaves the one it is on

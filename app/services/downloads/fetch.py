@@ -24,17 +24,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.errors import AppError, ErrorKind
+
 FSYNC_EVERY_BYTES = 64 << 20
 CONNECT_TIMEOUT_S = 15.0
 MAX_BACKOFF_S = 60.0
 
 
-class DownloadError(Exception):
-    """A download failed; the message says what happened and what to do next."""
+# Why a Hub request or a download failed (a job keeps it in ``error_kind``), and the app's error kind of each.
+REASON_KINDS: dict[str, ErrorKind] = {
+    "bad_input": ErrorKind.INVALID_INPUT,  # a file, quantization or path that cannot be asked for
+    "not_found": ErrorKind.NOT_FOUND,
+    "busy": ErrorKind.BUSY,  # another process is downloading the same file
+    "auth": ErrorKind.UNAVAILABLE,  # gated or private: a token is needed
+    "network": ErrorKind.UNAVAILABLE,
+    "http": ErrorKind.UNAVAILABLE,
+    "bad_answer": ErrorKind.UNAVAILABLE,  # the server sent something unusable or unsafe
+    "changed": ErrorKind.UNAVAILABLE,  # the file changed on the Hub mid-download
+    "disk": ErrorKind.UNAVAILABLE,  # no space, or the folder cannot be written
+    "hash": ErrorKind.ENGINE_FAILED,
+    "failed": ErrorKind.ENGINE_FAILED,
+}
 
-    def __init__(self, message: str, *, kind: str = "failed") -> None:
-        super().__init__(message)
-        self.kind = kind  # "auth" | "not_found" | "disk" | "hash" | "network" | "busy" | "changed" | "failed"
+
+def kind_of_reason(reason: str) -> ErrorKind:
+    return REASON_KINDS.get(reason, ErrorKind.ENGINE_FAILED)
+
+
+class DownloadError(AppError):
+    """A download failed; the message says what happened and what to do next. ``reason``: one of
+    ``REASON_KINDS`` ("auth", "not_found", "disk", "hash", "network", "busy", "changed", "failed")."""
+
+    def __init__(self, message: str, *, reason: str = "failed", setting: str | None = None) -> None:
+        super().__init__(message, kind=kind_of_reason(reason), setting=setting)
+        self.reason = reason
 
 
 class DownloadStopped(Exception):
@@ -195,7 +218,7 @@ def partial_lock(partial_path: Path, label: str) -> Iterator[None]:
             raise DownloadError(
                 f"{label} is being downloaded by another window or command right now; wait for it to finish, "
                 "then try again.",
-                kind="busy",
+                reason="busy",
             ) from None
         if _same_file(lock, lock_path):
             break
@@ -257,8 +280,8 @@ def _fetch_loop(
             if failures > policy.max_retries:
                 raise DownloadError(
                     f"{target.label}: {exc}; gave up after {policy.max_retries} retries. The partial file is kept: "
-                    "press Retry (or run the command again) to continue.",
-                    kind="network",
+                    "retry to continue.",
+                    reason="network",
                 ) from None
             delay = min(policy.backoff_s * 2 ** max(failures - 1, 0), MAX_BACKOFF_S)
             transfer.note = f"{exc}; retrying in {delay:.0f} s"
@@ -299,14 +322,16 @@ def _check_status(target: FetchTarget, status: int, offset: int) -> None:
         raise DownloadError(
             f"{target.label}: the Hub refused access (HTTP {status}). The repository is gated or private: accept "
             "its license on its Hub page, then set a Hugging Face token (Settings, or `hf auth login`).",
-            kind="auth",
+            reason="auth",
         )
     if status == 404:
-        raise DownloadError(f"{target.label}: the file is not on the Hub (HTTP 404). Check the name.", kind="not_found")
+        raise DownloadError(
+            f"{target.label}: the file is not on the Hub (HTTP 404). Check the name.", reason="not_found"
+        )
     if status == 416:  # the partial file is at least as long as the file the server has now
         raise DownloadError(
             f"{target.label}: the file changed on the Hub (HTTP 416 at byte {offset:,}): cancel and download it again.",
-            kind="changed",
+            reason="changed",
         )
     if status == 429 or status >= 500:
         raise _Retryable(f"the server answered HTTP {status}")
@@ -347,8 +372,8 @@ def _write_stream(
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DownloadError(
                     f"{target.label}: the disk is full after {part.offset:,} bytes. The partial file is kept at "
-                    f"{part.path}: free some space, then press Retry (or run the command again).",
-                    kind="disk",
+                    f"{part.path}: free some space, then retry.",
+                    reason="disk",
                 ) from None
             raise
         finally:

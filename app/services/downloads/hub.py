@@ -2,6 +2,10 @@
 
 Every call blocks on the network: run it off the Qt thread. ``HF_ENDPOINT`` is read when a call is made (the
 client itself reads it once, at import), and the token comes from the settings or huggingface_hub's own store.
+
+These are interactive calls (a search box, a repository page): each is one request with a short connect timeout
+and no retry loop, so an unreachable Hub fails within ``CONNECT_TIMEOUT_S`` (huggingface_hub's own search retries
+five times with backoff, ~45 s offline). Downloads keep their own retries (``fetch``).
 """
 
 from __future__ import annotations
@@ -14,25 +18,30 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.core import remote_paths as rp
+from app.core.errors import AppError
 from app.core.gguf.header import GgufFileError, GgufHeader, GgufHeaderIncomplete, read_gguf_header_bytes
 from app.core.gguf.quant_names import GgufCandidate, HubFile, group_gguf_files, parse_split, same_quant
+from app.services.downloads.fetch import kind_of_reason
 from app.services.downloads.jobs import DownloadJob, JobFile
 
-SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified", "trending": "trending_score"}
+# our sort name -> the Hub API's (descending)
+SORTS = {"downloads": "downloads", "likes": "likes", "recent": "lastModified", "trending": "trendingScore"}
 FORMATS = ("gguf", "safetensors", "awq")  # Hub tags, used as search filters
 HEADER_PREFIX_BYTES = 1 << 20
 HEADER_MAX_BYTES = 256 << 20
 CARD_MAX_BYTES = 256 << 10
 _FOLDER_SUFFIXES = (".safetensors", ".json", ".model", ".tiktoken", ".jinja", ".txt")
+CONNECT_TIMEOUT_S = 4.0  # an unreachable Hub (closed port, no route) fails within 5 s
+READ_TIMEOUT_S = 10.0  # between two reads: a slow answer (thousands of files) still arrives
 
 
-class HubError(Exception):
-    """A Hub request failed; the message says what to do. ``kind``: auth, not_found, bad_input, network, http,
-    bad_answer (the server sent something unusable or unsafe)."""
+class HubError(AppError):
+    """A Hub request failed; the message says what to do. ``reason``: auth, not_found, bad_input, network, http,
+    bad_answer (the server sent something unusable or unsafe); ``kind`` follows from it (``REASON_KINDS``)."""
 
-    def __init__(self, message: str, *, kind: str = "http") -> None:
-        super().__init__(message)
-        self.kind = kind
+    def __init__(self, message: str, *, reason: str = "http", setting: str | None = None) -> None:
+        super().__init__(message, kind=kind_of_reason(reason), setting=setting)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -118,23 +127,39 @@ class HubService:
     ) -> list[RepoSummary]:
         """Models matching ``query``; ``fmt`` one of FORMATS; ``sort`` one of SORTS (descending)."""
         if fmt is not None and fmt not in FORMATS:
-            raise HubError(f"Unknown format filter {fmt!r}: use one of {', '.join(FORMATS)}.", kind="bad_input")
+            raise HubError(f"Unknown format filter {fmt!r}: use one of {', '.join(FORMATS)}.", reason="bad_input")
         if sort not in SORTS:
-            raise HubError(f"Unknown sort {sort!r}: use one of {', '.join(SORTS)}.", kind="bad_input")
+            raise HubError(f"Unknown sort {sort!r}: use one of {', '.join(SORTS)}.", reason="bad_input")
+        params: dict[str, str | int] = {"sort": SORTS[sort], "limit": limit}
+        if query:
+            params["search"] = query
+        if fmt is not None:
+            params["filter"] = fmt
         with _hub_errors(self.endpoint, query):
-            models = self._api().list_models(search=query or None, filter=fmt, sort=SORTS[sort], limit=limit)
-            return [_summary(m) for m in models]
+            items = self._get_json("/api/models", params)
+            if not isinstance(items, list):
+                raise TypeError("the search answer is not a list")
+            return [_summary(_model_info(item)) for item in items[:limit]]
+
+    def _get_json(self, path: str, params: dict[str, str | int]) -> Any:
+        """One GET on the Hub API with the interactive timeouts and no retry (raises what the client raises)."""
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        headers = build_hf_headers(token=self.token or None)
+        response = get_session().get(f"{self.endpoint}{path}", params=params, headers=headers, timeout=_timeout())
+        hf_raise_for_status(response)
+        return response.json()
 
     def repo_detail(self, repo_id: str, revision: str = "main", *, with_card: bool = True) -> RepoDetail:
         """Files (sizes, LFS sha256), license, gated flag, GGUF candidates and the model card of ``repo_id``.
 
         Every value of the answer that later becomes a path is checked (``remote_paths``): a mirror that lists
-        ``../x.gguf`` or a commit id that is not one is refused with a ``HubError`` (kind "bad_answer")."""
+        ``../x.gguf`` or a commit id that is not one is refused with a ``HubError`` (reason "bad_answer")."""
         with _remote_values("bad_input"):
             rp.repo_id(repo_id, rp.USER)
             rp.revision(revision, rp.USER)
         with _hub_errors(self.endpoint, repo_id), _remote_values("bad_answer"):
-            info = self._api().model_info(repo_id, revision=revision, files_metadata=True)
+            info = self._api().model_info(repo_id, revision=revision, files_metadata=True, timeout=_timeout())
             detail = _detail(info, revision)
         if with_card and detail.file("README.md") is not None:
             detail = replace(detail, card_text=self._read_card(detail))
@@ -158,7 +183,9 @@ class HubService:
         url = hf_hub_url(repo_id, path, revision=commit, endpoint=self.endpoint)
         headers = {**build_hf_headers(token=self.token or None), "Range": f"bytes=0-{length - 1}"}
         with _hub_errors(self.endpoint, repo_id):
-            with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=30) as response:
+            with get_session().stream(
+                "GET", url, headers=headers, follow_redirects=True, timeout=_timeout()
+            ) as response:
                 hf_raise_for_status(response)
                 data = bytearray()
                 for chunk in response.iter_bytes():
@@ -243,12 +270,12 @@ def _hub_file(sibling: Any) -> HubFile:
 
 
 @contextlib.contextmanager
-def _remote_values(kind: str) -> Iterator[None]:
-    """A refused value (``RemotePathError``) becomes a ``HubError`` of ``kind``."""
+def _remote_values(reason: str) -> Iterator[None]:
+    """A refused value (``RemotePathError``) becomes a ``HubError`` of ``reason``."""
     try:
         yield
     except rp.RemotePathError as exc:
-        raise HubError(str(exc), kind=kind) from None
+        raise HubError(str(exc), reason=reason) from None
 
 
 def _choose_files(detail: RepoDetail, names: list[str], quant: str | None) -> list[HubFile]:
@@ -256,9 +283,7 @@ def _choose_files(detail: RepoDetail, names: list[str], quant: str | None) -> li
         chosen: list[HubFile] = []
         for name in names:
             if detail.file(name) is None:
-                raise HubError(
-                    f"{detail.id} has no file {name!r}; `hub files {detail.id}` lists them.", kind="bad_input"
-                )
+                raise HubError(f"{detail.id} has no file {name!r}.", reason="bad_input", setting="files")
             group = next((c for c in detail.candidates if name in {f.path for f in c.files}), None)
             split = parse_split(name)
             extra = list(group.files) if group and split else [detail.file(name)]
@@ -270,14 +295,31 @@ def _choose_files(detail: RepoDetail, names: list[str], quant: str | None) -> li
         if len(matches) != 1:
             have = ", ".join(sorted({c.quant or c.key for c in models})) or "none"
             what = "several files have" if matches else "no GGUF file has"
-            raise HubError(f"In {detail.id} {what} quantization {quant} (available: {have}).", kind="bad_input")
+            raise HubError(f"In {detail.id} {what} quantization {quant} (available: {have}).", reason="bad_input")
         return list(matches[0].files)
     if detail.has_safetensors:
         return [f for f in detail.files if "/" not in f.path and f.path.endswith(_FOLDER_SUFFIXES)]
     if len(models) == 1:
         return list(models[0].files)
     have = ", ".join(c.quant or c.key for c in models) or "no GGUF or safetensors files"
-    raise HubError(f"Choose a file or a quantization in {detail.id} (available: {have}).", kind="bad_input")
+    raise HubError(
+        f"Choose a file or a quantization in {detail.id} (available: {have}).", reason="bad_input", setting="quant"
+    )
+
+
+def _timeout() -> Any:
+    import httpx2
+
+    return httpx2.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+
+
+def _model_info(item: Any) -> Any:
+    """huggingface_hub's ``ModelInfo`` from one search item (a TypeError for an item that is not an object)."""
+    from huggingface_hub.hf_api import ModelInfo
+
+    if not isinstance(item, dict):
+        raise TypeError("a search item is not an object")
+    return ModelInfo(**{"siblings": None, **item})
 
 
 def _summary(model: Any) -> RepoSummary:
@@ -311,31 +353,31 @@ def _translate(exc: BaseException, endpoint: str, what: str) -> HubError:
         return HubError(
             f"The server at {endpoint} answered the request for {what} with JSON that is {problem} valid; "
             "refusing it (is HF_ENDPOINT a mirror you trust?).",
-            kind="bad_answer",
+            reason="bad_answer",
         )
     if isinstance(exc, OfflineModeIsEnabled):
-        return HubError("Hugging Face offline mode is on (HF_HUB_OFFLINE): unset it to use the Hub.", kind="network")
+        return HubError("Hugging Face offline mode is on (HF_HUB_OFFLINE): unset it to use the Hub.", reason="network")
     if isinstance(exc, GatedRepoError):
         return HubError(
             f"{what} is gated: accept its license on {endpoint}/{what}, then set a Hugging Face token "
             "(Settings, or `hf auth login`).",
-            kind="auth",
+            reason="auth",
         )
     if isinstance(exc, RepositoryNotFoundError):
-        return HubError(f"{what} was not found on {endpoint} (or it is private: set a token).", kind="not_found")
+        return HubError(f"{what} was not found on {endpoint} (or it is private: set a token).", reason="not_found")
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else "?"
         if status in (401, 403):
-            return HubError(f"The Hub refused access to {what} (HTTP {status}): set a valid token.", kind="auth")
-        return HubError(f"The Hub answered HTTP {status} for {what}; try again later.", kind="http")
+            return HubError(f"The Hub refused access to {what} (HTTP {status}): set a valid token.", reason="auth")
+        return HubError(f"The Hub answered HTTP {status} for {what}; try again later.", reason="http")
     if isinstance(exc, KeyError | TypeError | ValueError):  # a field missing, of the wrong type, or unparsable
         return HubError(
             f"The server at {endpoint} answered the request for {what} with data in an unexpected shape "
             f"({type(exc).__name__}: {rp.shown(str(exc))}); is HF_ENDPOINT a mirror you trust?",
-            kind="bad_answer",
+            reason="bad_answer",
         )
     if isinstance(exc, httpx2.TransportError | OSError):
         return HubError(
-            f"Cannot reach the Hub at {endpoint} ({type(exc).__name__}): check the connection.", kind="network"
+            f"Cannot reach the Hub at {endpoint} ({type(exc).__name__}): check the connection.", reason="network"
         )
-    return HubError(f"The Hub request for {what} failed: {exc}", kind="http")
+    return HubError(f"The Hub request for {what} failed: {exc}", reason="http")

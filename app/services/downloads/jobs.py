@@ -9,27 +9,34 @@ import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from app.core import remote_paths as rp
 from app.core.safe_json import load_file
+from app.services.library.hf_cache import REPO_PREFIX, hf_hub_cache_dir
 from app.services.paths import open_private
 
 log = logging.getLogger(__name__)
 
-# Job states, as the Downloads view shows them.
-QUEUED, DOWNLOADING, STALLED, PAUSED, VERIFYING, DONE, FAILED = (
-    "queued",
-    "downloading",
-    "stalled",
-    "paused",
-    "verifying",
-    "done",
-    "failed",
-)
+
+class JobState(StrEnum):
+    """A job's state, as the Downloads view shows it; the value is what the queue file stores."""
+
+    QUEUED = "queued"
+    DOWNLOADING = "downloading"
+    STALLED = "stalled"
+    PAUSED = "paused"
+    VERIFYING = "verifying"
+    DONE = "done"
+    FAILED = "failed"
+
+
+QUEUED, DOWNLOADING, STALLED, PAUSED = JobState.QUEUED, JobState.DOWNLOADING, JobState.STALLED, JobState.PAUSED
+VERIFYING, DONE, FAILED = JobState.VERIFYING, JobState.DONE, JobState.FAILED
 ACTIVE_STATES = (DOWNLOADING, STALLED, VERIFYING)
-STATES = (QUEUED, DOWNLOADING, STALLED, PAUSED, VERIFYING, DONE, FAILED)
+STATES = tuple(JobState)
 MAX_BAD_COPIES = 100  # downloads.bad, downloads.bad.1, ...: set-aside queue files kept before giving up
 
 
@@ -54,7 +61,7 @@ class DownloadJob:
     files: list[JobFile]
     revision: str = "main"
     target_dir: str = ""  # empty: the Hugging Face cache
-    state: str = QUEUED
+    state: JobState = QUEUED
     error: str = ""
     error_kind: str = ""
     local_path: str = ""  # the file (one-file job) or folder the result is in, once done
@@ -83,6 +90,7 @@ class DownloadJob:
         _typed(asdict(job), _JOB_TYPES)
         if job.state not in STATES:
             raise ValueError(f"unknown download state {rp.shown(job.state)}")
+        job.state = JobState(job.state)
         return job
 
     def check_paths(self, origin: rp.Origin = rp.QUEUE) -> None:
@@ -140,19 +148,8 @@ class Placement:
         return self.link_path or self.final_path
 
 
-def hf_cache_dir() -> Path:
-    """The Hugging Face hub cache, read from the environment now (huggingface_hub reads it at import)."""
-    if cache := os.environ.get("HF_HUB_CACHE"):
-        return Path(cache).expanduser()
-    if home := os.environ.get("HF_HOME"):
-        return Path(home).expanduser() / "hub"
-    from huggingface_hub import constants
-
-    return Path(constants.HF_HUB_CACHE)
-
-
 def repo_cache_dir(repo_id: str, origin: rp.Origin = rp.QUEUE) -> Path:
-    return hf_cache_dir() / ("models--" + rp.repo_id(repo_id, origin).replace("/", "--"))
+    return hf_hub_cache_dir() / (REPO_PREFIX + rp.repo_id(repo_id, origin).replace("/", "--"))
 
 
 def job_root(job: DownloadJob) -> Path:

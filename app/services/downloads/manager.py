@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import InvalidInputError
+from app.core.units import format_bytes
 from app.services.downloads.fetch import (
     DownloadError,
     DownloadStopped,
@@ -33,6 +34,7 @@ from app.services.downloads.jobs import (
     VERIFYING,
     DownloadJob,
     JobFile,
+    JobState,
     job_root,
     place,
     placement,
@@ -60,7 +62,7 @@ class JobControl:
         return self.finished_bytes + self.transfer.done_bytes
 
 
-def _set_state(job: DownloadJob, ctl: JobControl, state: str) -> None:
+def _set_state(job: DownloadJob, ctl: JobControl, state: JobState) -> None:
     if not ctl.stop.is_set():  # a pause or cancel already chose the state
         job.state = state
         ctl.on_change()
@@ -86,7 +88,7 @@ def run_job(job: DownloadJob, ctl: JobControl) -> None:
     except DownloadStopped:
         return
     except DownloadError as exc:
-        job.error, job.error_kind = str(exc), exc.kind
+        job.error, job.error_kind = str(exc), exc.reason
         _set_state(job, ctl, FAILED)
     except InvalidInputError as exc:  # a path from the job that would leave its folders (remote_paths)
         job.error, job.error_kind = str(exc), "bad_input"
@@ -105,7 +107,7 @@ def describe_failure(exc: Exception) -> tuple[str, str]:
     if isinstance(exc, OSError) and exc.filename:
         return f"{exc.strerror or exc}: {exc.filename}. Check the download folder and its permissions.", "disk"
     log.exception("download failed unexpectedly")
-    return f"Unexpected error: {exc}. Press Retry; View → Log has the details.", "failed"
+    return f"Unexpected error: {exc}. Retry; the app's log has the details.", "failed"
 
 
 def _run_file(job: DownloadJob, job_file: JobFile, ctl: JobControl) -> None:
@@ -130,9 +132,9 @@ def _run_file(job: DownloadJob, job_file: JobFile, ctl: JobControl) -> None:
                 where.partial_path.unlink(missing_ok=True)
                 raise DownloadError(
                     f"{job_file.path}: the sha256 of the downloaded bytes ({digest[:12]}…) does not match the Hub's "
-                    f"({job_file.sha256[:12]}…). The file was not placed and the bad copy was removed: press Retry "
-                    "to download it again.",
-                    kind="hash",
+                    f"({job_file.sha256[:12]}…). The file was not placed and the bad copy was removed: download it "
+                    "again.",
+                    reason="hash",
                 )
         if ctl.stop.is_set():
             raise DownloadStopped
@@ -177,9 +179,10 @@ def check_free_space(job: DownloadJob) -> None:
     free = shutil.disk_usage(folder).free
     if need > free:
         raise DownloadError(
-            f"Not enough free disk space in {folder}: {need / 1e9:.2f} GB needed, {free / 1e9:.2f} GB free. "
-            "Free some space or choose another download folder (Settings, or --dir).",
-            kind="disk",
+            f"Not enough free disk space in {folder}: {format_bytes(need)} needed, {format_bytes(free)} free. "
+            "Free some space or choose another download folder.",
+            reason="disk",
+            setting="download_dir",
         )
 
 
@@ -190,7 +193,7 @@ class JobView:
     id: str
     title: str
     repo_id: str
-    state: str  # one of download_jobs' states; "stalled" when no byte came for ``stall_s``
+    state: JobState  # STALLED when no byte came for ``stall_s``
     error: str
     note: str
     done_bytes: int

@@ -21,6 +21,7 @@ from app.services.downloads.jobs import (
     QUEUED,
     STALLED,
     DownloadJob,
+    JobState,
     JobStore,
     placement,
 )
@@ -183,7 +184,7 @@ class DownloadManager:
             else:
                 self.save_problem = None
 
-    def _stop(self, job_id: str, state: str) -> None:
+    def _stop(self, job_id: str, state: JobState) -> None:
         with self._lock:
             job = self._job(job_id)
             if job is None or job.state in (DONE, FAILED):
@@ -215,7 +216,7 @@ class DownloadManager:
             run_job(job, ctl)
         except Exception as exc:  # a bug must not kill the queue silently
             log.exception("download %s failed unexpectedly", job.id)
-            job.state, job.error = FAILED, f"Unexpected error: {exc}. Press Retry; see View → Log for details."
+            job.state, job.error = FAILED, f"Unexpected error: {exc}. Retry; the app's log has the details."
         with self._lock:
             run = self._runs.pop(job.id)
             partials = _partial_paths(job) if run.cancelled else []

@@ -40,7 +40,7 @@ from app.services.engines.vllm_server import ManagedVllm
 log = logging.getLogger("app.services.engines")
 
 Listener = Callable[[EngineEvent], None]
-NO_VLLM = "No vLLM server is running. Start one (or connect to one) on the vLLM page."
+NO_VLLM = "No vLLM server is running: start one or connect to a running one first."
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from app.core.errors import ErrorKind
 from app.core.vllm.log import PhaseEvent
 from app.services.engines.events import VllmEndpoint
 from app.services.vllm.server import VllmServerError
 
-if TYPE_CHECKING:
-    from app.services.engines.host import EngineHost
+
+class EndpointBoard(Protocol):
+    """Where the server is offered once ready (the engine host)."""
+
+    @property
+    def vllm_endpoint(self) -> VllmEndpoint | None: ...
+
+    def offer_vllm(self, endpoint: VllmEndpoint) -> None: ...
+
+    def withdraw_vllm(self, source: str) -> None: ...
 
 
 class ManagedServer(Protocol):
@@ -44,7 +53,7 @@ class ManagedServer(Protocol):
 class ManagedVllm:
     """At most one server the app started, offered to the host's clients once it is ready."""
 
-    def __init__(self, host: EngineHost) -> None:
+    def __init__(self, host: EndpointBoard) -> None:
         self._host = host
         self.server: ManagedServer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -70,7 +79,7 @@ class ManagedVllm:
         VllmServerError / OSError when it cannot start (the server is then forgotten), CancelledError when
         ``stop`` came first. A crash later withdraws it and calls ``on_crash``."""
         if self.server is not None:
-            raise VllmServerError("The app's vLLM server is already running. Stop it first.")
+            raise VllmServerError("The app's vLLM server is already running. Stop it first.", kind=ErrorKind.BUSY)
         self.server = server
 
         def crashed(error: VllmServerError) -> None:

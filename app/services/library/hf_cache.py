@@ -37,14 +37,20 @@ class HfCacheRepo:
 
 
 def hf_hub_cache_dir() -> Path:
-    """huggingface_hub's cache folder, resolved from the same variables huggingface_hub reads."""
-    if cache := os.environ.get("HF_HUB_CACHE"):
-        return Path(cache).expanduser()
-    if home := os.environ.get("HF_HOME"):
-        return Path(home).expanduser() / "hub"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "huggingface" / "hub"
+    """huggingface_hub's cache folder: where downloads land and the library looks, so the two always agree.
+
+    Read from the environment now (huggingface_hub reads it once, at import) by huggingface_hub's rules:
+    ``HF_HUB_CACHE``, the older ``HUGGINGFACE_HUB_CACHE``, ``HF_HOME/hub``, ``XDG_CACHE_HOME/huggingface/hub``,
+    else ``~/.cache/huggingface/hub``; ``~`` and ``$VARIABLES`` are expanded. An empty variable counts as unset."""
+    env = os.environ.get
+    if cache := env("HF_HUB_CACHE") or env("HUGGINGFACE_HUB_CACHE"):
+        return _expanded(cache)
+    home = env("HF_HOME") or os.path.join(env("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
+    return _expanded(home) / "hub"
+
+
+def _expanded(path: str) -> Path:
+    return Path(os.path.expandvars(os.path.expanduser(path)))
 
 
 def scan_hf_cache(root: Path, report: WalkReport) -> list[HfCacheRepo]:

@@ -13,9 +13,11 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from app.core.errors import ErrorKind, InvalidInputError
 from app.core.gguf.inspect import split_files
 from app.core.gguf.quant_names import parse_split
 from app.core.settings import Settings
@@ -33,8 +35,24 @@ from app.services.paths import AppPaths
 
 log = logging.getLogger("app.services.library")
 
-KIND_GGUF, KIND_HF = "gguf", "hf"
-SOURCE_FOLDER, SOURCE_HF_CACHE, SOURCE_OLLAMA = "folder", "hf-cache", "ollama"
+
+class EntryKind(StrEnum):
+    """What a library entry is, and so which engine runs it (``BACKEND_BY_KIND``)."""
+
+    GGUF = "gguf"  # one GGUF file (a split GGUF: its first shard)
+    HF = "hf"  # a Hugging Face-format folder (config.json and safetensors)
+
+
+class EntrySource(StrEnum):
+    """Where the library found an entry."""
+
+    FOLDER = "folder"  # a models folder the user added
+    HF_CACHE = "hf-cache"
+    OLLAMA = "ollama"  # Ollama's own store (manifests and blobs)
+
+
+KIND_GGUF, KIND_HF = EntryKind.GGUF, EntryKind.HF
+SOURCE_FOLDER, SOURCE_HF_CACHE, SOURCE_OLLAMA = EntrySource.FOLDER, EntrySource.HF_CACHE, EntrySource.OLLAMA
 BACKEND_BY_KIND = {KIND_GGUF: "llama.cpp", KIND_HF: "vLLM"}
 Progress = Callable[[int, str], None]  # (files looked at so far, the current path)
 
@@ -50,16 +68,9 @@ def human_count(n: int | None) -> str:
     return str(n)
 
 
-def human_bytes(n: int) -> str:
-    """Sizes in binary units, as file managers show them: ``1.5 GiB``."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
-class LibraryError(ValueError):
-    """An action on the library was refused; the message says why and what to do instead."""
+class LibraryError(InvalidInputError):
+    """An action on the library was refused; the message says why and what to do instead. Kind: invalid input
+    (not the library's to delete), not found (gone since the scan) or unavailable (the delete failed)."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +79,8 @@ class LibraryEntry:
 
     path: str
     name: str
-    kind: str  # "gguf" | "hf"
-    source: str  # "folder" | "hf-cache" | "ollama"
+    kind: EntryKind
+    source: EntrySource
     architecture: str | None = None
     parameter_count: int | None = None
     quantization: str | None = None
@@ -186,8 +197,8 @@ class ModelLibrary:
         target, root = self._locate(Path(path))
         if self.roots.ollama is not None and target.is_relative_to(_real(self.roots.ollama)):
             raise LibraryError(
-                "This model belongs to Ollama: remove it with `ollama rm NAME` (or on the Models → Ollama tab), "
-                "so Ollama's manifests and shared blobs stay consistent."
+                "This model belongs to Ollama: remove it through Ollama (`ollama rm NAME`), so Ollama's manifests and "
+                "shared blobs stay consistent."
             )
         in_hf_cache = self.roots.hf_cache is not None and root == _real(self.roots.hf_cache)
         removed: list[Path] = []
@@ -199,7 +210,7 @@ class ModelLibrary:
         """The path with its folder resolved (the last component kept, so a link stays a link) and its root."""
         absolute = Path(os.path.abspath(path.expanduser()))
         if not os.path.lexists(absolute):
-            raise LibraryError(f"{absolute} no longer exists. Rescan the library.")
+            raise LibraryError(f"{absolute} no longer exists. Rescan the library.", kind=ErrorKind.NOT_FOUND)
         located = _real(absolute.parent) / absolute.name
         for root in (_real(r) for r in self.roots.all()):
             if located != root and located.is_relative_to(root):
@@ -224,7 +235,7 @@ class _Adder:
             self.progress(len(self.seen), key)
         return True
 
-    def gguf(self, path: Path, root: Path, source: str, *, name: str | None, repo_id: str | None) -> None:
+    def gguf(self, path: Path, root: Path, source: EntrySource, *, name: str | None, repo_id: str | None) -> None:
         split = parse_split(path.name)
         if split is not None and split.index > 1:
             return  # a later shard of a split GGUF: the first shard stands for the model
@@ -240,7 +251,7 @@ class _Adder:
         display = name or info.get("name") or path.name  # an unreadable file shows its file name
         self._append(path, display, KIND_GGUF, source, root, info, size_bytes, repo_id)
 
-    def hf_folder(self, folder: Path, root: Path, source: str, repo_id: str | None) -> None:
+    def hf_folder(self, folder: Path, root: Path, source: EntrySource, repo_id: str | None) -> None:
         key = str(_real(folder))
         if not self._first_time(key):
             return
@@ -254,7 +265,7 @@ class _Adder:
             self.cache.put(key, file_stamp, info)
         self._append(folder, repo_id or folder.name, KIND_HF, source, root, info, file_stamp.size_bytes, repo_id)
 
-    def broken(self, path: str, name: str, root: Path, source: str, error: str) -> None:
+    def broken(self, path: str, name: str, root: Path, source: EntrySource, error: str) -> None:
         if self._first_time(path):
             self.scan.entries.append(LibraryEntry(path, name, KIND_GGUF, source, error=error, root=str(root)))
 
@@ -284,8 +295,8 @@ class _Adder:
         self,
         path: Path,
         name: str,
-        kind: str,
-        source: str,
+        kind: EntryKind,
+        source: EntrySource,
         root: Path,
         info: dict[str, Any],
         size_bytes: int,
@@ -355,7 +366,9 @@ def _remove(target: Path, hf_cache: Path | None) -> list[Path]:
             blob.unlink(missing_ok=True)
             removed.append(blob)
     except OSError as exc:
-        raise LibraryError(f"Could not delete {target}: {exc.strerror or exc}. Check its permissions.") from exc
+        raise LibraryError(
+            f"Could not delete {target}: {exc.strerror or exc}. Check its permissions.", kind=ErrorKind.UNAVAILABLE
+        ) from exc
     log.info("Deleted from the library: %s", ", ".join(str(p) for p in removed))
     return removed
 

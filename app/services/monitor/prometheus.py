@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.core.errors import AppError, ErrorKind
 from app.core.monitor.alerts import Alert
 from app.core.monitor.snapshot import MonitorSnapshot
 
@@ -23,8 +24,11 @@ PREFIX = "llmws_"
 DEFAULT_PORT = 9464
 
 
-class PrometheusExportError(Exception):
-    """The endpoint could not start; the message says what to do."""
+class PrometheusExportError(AppError):
+    """The endpoint could not start (``setting`` "port"); the message says what to do."""
+
+    kind = ErrorKind.UNAVAILABLE
+    setting = "port"
 
 
 class SnapshotCollector(Collector):
@@ -114,7 +118,9 @@ class PrometheusExporter:
         if self._server is not None:
             return
         if not 1 <= self.port <= 65535:
-            raise PrometheusExportError(f"Port {self.port} is not a valid port; choose one from 1024 to 65535.")
+            raise PrometheusExportError(
+                f"Port {self.port} is not a valid port; choose one from 1024 to 65535.", kind=ErrorKind.INVALID_INPUT
+            )
         try:
             self._server, _thread = start_http_server(self.port, addr=self.host, registry=self.registry)
         except OSError as exc:

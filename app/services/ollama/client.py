@@ -30,6 +30,7 @@ from app.backends.ollama import (
     resolve_host,
 )
 from app.core import safe_json
+from app.core.errors import AppError, ErrorKind
 from app.core.lazy_import import lazy_import
 
 if TYPE_CHECKING:
@@ -47,8 +48,9 @@ UPLOAD_CHUNK = 1 << 20
 TOO_OLD_FOR_CREATE = "path or Modelfile are required"
 
 
-class OllamaError(Exception):
-    """A failure talking to Ollama, worded for a person: what happened and what to do next."""
+class OllamaError(AppError):
+    """A failure talking to Ollama, worded for a person: what happened and what to do next. Kind: unavailable
+    (Ollama cannot be reached), not found (no such model), invalid input (a bad name or host), engine failed."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ class OllamaService:
         try:
             self.host = resolve_host(host)
         except ValueError as exc:
-            raise OllamaError(f"{exc} Fix the Ollama host in Settings.") from None
+            raise OllamaError(f"{exc} Fix the Ollama host.", kind=ErrorKind.INVALID_INPUT, setting="host") from None
         self.client = ollama.AsyncClient(host=self.host, **client_options())
         # The raw calls send what the official client sends (it adds OLLAMA_API_KEY as a bearer token).
         self._http = httpx.AsyncClient(base_url=self.host, headers=auth_headers(), **client_options())
@@ -184,7 +186,7 @@ class OllamaService:
         if not isinstance(version, str):
             reason = (
                 f"Something answered at {self.host} (HTTP {response.status_code}), but it is not Ollama. "
-                "Check the Ollama host in Settings."
+                "Check the Ollama host."
             )
             return OllamaStatus(False, self.host, reason=reason)
         return OllamaStatus(True, self.host, version=version)
@@ -229,7 +231,7 @@ class OllamaService:
         """
         name = name.strip()
         if not name:
-            raise OllamaError("Enter the name of a model to pull, for example llama3.2.")
+            raise OllamaError("Enter the name of a model to pull, for example llama3.2.", kind=ErrorKind.INVALID_INPUT)
         layers: dict[str, tuple[int, int]] = {}
         succeeded = False
 
@@ -372,17 +374,23 @@ class OllamaService:
             return exc
         reason = connection_failure(exc, self.host, doing)
         if reason:
-            return OllamaError(reason)
+            return OllamaError(reason, kind=ErrorKind.UNAVAILABLE)
         if isinstance(exc, ollama.ResponseError):
             error = str(exc.error).strip()
             if exc.status_code == 404 and model:
-                return OllamaError(f"Ollama has no model named '{model}'. Check the name or pull it first.")
+                return OllamaError(
+                    f"Ollama has no model named '{model}'. Check the name or pull it first.", kind=ErrorKind.NOT_FOUND
+                )
             if TOO_OLD_FOR_CREATE in error:
-                return OllamaError("This Ollama is too old to create models from this app: update Ollama (0.5.5+).")
+                return OllamaError(
+                    "This Ollama is too old to create models from this app: update Ollama (0.5.5+).",
+                    kind=ErrorKind.UNAVAILABLE,
+                )
             if exc.status_code == -1 and doing.startswith("pulling") and "file does not exist" in error:
                 return OllamaError(
                     f"Ollama could not find {model or 'that model'} in its library ({error}). "
-                    "Check the name and tag at https://ollama.com/library."
+                    "Check the name and tag at https://ollama.com/library.",
+                    kind=ErrorKind.NOT_FOUND,
                 )
             if exc.status_code == -1:
                 return OllamaError(f"Ollama reported an error while {doing}: {error}")

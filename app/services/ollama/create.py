@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.errors import ErrorKind
 from app.core.modelfile.params import REQUIRES_ERROR, format_params, valid_requires
 from app.core.modelfile.parser import NON_PARAMETER_NAMES, Modelfile, ModelfileError
 from app.services.ollama.client import OllamaError, OllamaService
@@ -49,6 +50,8 @@ _BINARY = frozenset([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 
 
 class CreatePlanError(OllamaError):
     """The Modelfile cannot be turned into a create request; the message names the line or file at fault."""
+
+    kind = ErrorKind.INVALID_INPUT
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,9 @@ def file_digest_map(path: str) -> dict[str, tuple[Path, str, int]]:
             if os.path.isabs(rel) or rel == ".." or rel.startswith(".." + os.sep):
                 hint = ""
                 if ".cache" in rel:
-                    hint = " (a Hugging Face cache folder links outside itself: download with --local-dir)"
+                    hint = (
+                        " (a Hugging Face cache folder links outside itself: download the model to a folder of its own)"
+                    )
                 raise CreatePlanError(f"{file} points outside {path}{hint}; Ollama refuses such files.")
             found[target] = (Path(target), file_digest(Path(target)), os.path.getsize(target))
         return found
@@ -296,7 +301,7 @@ async def create_model(
     """
     name = name.strip()
     if not name:
-        raise OllamaError("Enter a name for the new model, for example my-assistant.")
+        raise OllamaError("Enter a name for the new model, for example my-assistant.", kind=ErrorKind.INVALID_INPUT)
     for blob in plan.blobs():
         if await service.has_blob(blob.digest):
             progress(CreateProgress("upload", f"using existing file {blob.name}", blob.size, blob.size, blob.digest))

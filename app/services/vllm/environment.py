@@ -34,6 +34,8 @@ from typing import Any
 import psutil
 
 from app.core import safe_json
+from app.core.errors import AppError, ErrorKind
+from app.core.units import format_bytes
 from app.core.vllm.log import InstallProgress, PipProgressParser, classify_pip_failure
 from app.services.paths import AppPaths
 
@@ -77,8 +79,11 @@ print(json.dumps({"dists": found, "torch": version("torch"), "python": sys.versi
 """
 
 
-class VllmInstallError(Exception):
-    """Installing or finding vLLM failed; the message says what happened and what to do."""
+class VllmInstallError(AppError):
+    """Installing or finding vLLM failed; the message says what happened and what to do. Kind: unavailable (this
+    machine lacks what vLLM needs), engine failed (pip failed)."""
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -259,8 +264,8 @@ def _check_disk(target_dir: Path, needed_bytes: int) -> None:
     free_bytes = shutil.disk_usage(existing).free
     if free_bytes < needed_bytes:
         raise VllmInstallError(
-            f"Not enough disk space in {existing}: {free_bytes / 2**30:.1f} GiB free, vLLM needs about "
-            f"{needed_bytes / 2**30:.0f} GiB. Free some space or choose another folder."
+            f"Not enough disk space in {existing}: {format_bytes(free_bytes)} free, vLLM needs about "
+            f"{format_bytes(needed_bytes)}. Free some space or choose another folder."
         )
 
 
@@ -296,7 +301,10 @@ class _Installer:
         self.progress(InstallProgress("checking", 0.97))
         install = await asyncio.to_thread(VllmEnvironment(self.python).detect)
         if install is None:
-            raise VllmInstallError(f"pip finished but no vLLM is importable from {self.python}. See the install log.")
+            raise VllmInstallError(
+                f"pip finished but no vLLM is importable from {self.python}. See the install log.",
+                kind=ErrorKind.ENGINE_FAILED,
+            )
         self.progress(InstallProgress("done", 1.0, f"{install.distribution} {install.version}"))
         return install
 
@@ -325,7 +333,7 @@ class _Installer:
                 await asyncio.shield(proc.wait())
             raise
         if returncode != 0:
-            raise VllmInstallError(classify_pip_failure(lines, returncode))
+            raise VllmInstallError(classify_pip_failure(lines, returncode), kind=ErrorKind.ENGINE_FAILED)
 
 
 def _kill_group(pid: int) -> None:

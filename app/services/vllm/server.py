@@ -29,6 +29,7 @@ from typing import IO, TYPE_CHECKING
 
 import psutil
 
+from app.core.errors import AppError, ErrorKind
 from app.core.lazy_import import lazy_import
 from app.core.vllm.log import CrashCause, CrashDiagnosis, Phase, PhaseEvent, StartupFacts, StartupTracker
 from app.core.vllm.log import classify_crash as classify_log
@@ -65,8 +66,9 @@ TAIL_LINES = 400
 KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 
-class VllmServerError(Exception):
-    """The server could not start or stopped on its own. ``str()`` is the user message."""
+class VllmServerError(AppError):
+    """The server could not start or stopped on its own. ``str()`` is the user message. Kind: engine failed,
+    busy (already running), invalid input (options vLLM would refuse) or unavailable (the port is taken)."""
 
     def __init__(
         self,
@@ -75,8 +77,10 @@ class VllmServerError(Exception):
         diagnosis: CrashDiagnosis | None = None,
         log_tail: list[str] | None = None,
         exit_code: int | None = None,
+        kind: ErrorKind | None = None,
+        setting: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, kind=kind, setting=setting)
         self.diagnosis = diagnosis
         self.log_tail = log_tail or []
         self.exit_code = exit_code
@@ -221,10 +225,10 @@ class VllmServer:
         Cancelling the call stops the server.
         """
         if self.running:
-            raise VllmServerError(f"This vLLM server is already running (pid {self.pid}).")
+            raise VllmServerError(f"This vLLM server is already running (pid {self.pid}).", kind=ErrorKind.BUSY)
         problems = validate(self.options)
         if problems:
-            raise VllmServerError(" ".join(problems))
+            raise VllmServerError(" ".join(problems), kind=ErrorKind.INVALID_INPUT)
         self._reset(on_log, on_phase, on_crash)
         self._claim_port()
         self._spawn()
@@ -253,6 +257,8 @@ class VllmServer:
                 f"Port {self.options.port} is already in use by another program. Leave the port empty to pick a "
                 "free one, or stop the other program.",
                 diagnosis=CrashDiagnosis(CrashCause.PORT_IN_USE, "The port is already used by another program."),
+                kind=ErrorKind.UNAVAILABLE,
+                setting="port",
             )
         else:
             self.port = self.options.port

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from app.core.errors import InvalidInputError
 
-class TemplateError(ValueError):
+
+class TemplateError(InvalidInputError):
     """A template that does not parse or fails while executing; says where (line/column and the action)."""
 
     def __init__(self, message: str, line: int | None = None, column: int | None = None, context: str = "") -> None:

@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtGui import QGuiApplication, QPalette
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QButtonGroup,
@@ -34,33 +34,20 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.batch.input import BatchInput, BatchInputError, load_batch_input
+from app.core.units import MISSING, format_duration, format_tokens_per_s
 from app.services.batch.runner import BatchError, BatchProgress, BatchRunner, BatchSummary
 from app.services.engines.events import VllmEndpoint
 from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
-from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
 from app.ui.tasks import spawn
 from app.ui.widgets.factories import slot_button, widget_row, wrapped_label
+from app.ui.widgets.status_text import show_status
 
 PROGRESS_INTERVAL_S = 0.25
-# The runner's messages name the command-line options; on this page the fields have other names.
-_CLI_WORDS = (
-    ("check --api-key", "check the API key"),
-    ("start it or check --endpoint", "start it or check the address"),
-    ("choose another --output", "choose another output file"),
-    ("pass --model NAME", "type the served model name"),
-)
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    seconds = round(seconds)
-    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
 
 
 def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f} ms"
+    return MISSING if value is None else f"{value:,.0f} ms"
 
 
 def summary_rows(summary: BatchSummary) -> list[tuple[str, str]]:
@@ -87,9 +74,7 @@ def markdown_table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plain(message: str) -> str:
-    for cli, words in _CLI_WORDS:
-        message = message.replace(cli, words)
+def _sentence(message: str) -> str:
     return message[:1].upper() + message[1:]
 
 
@@ -258,7 +243,7 @@ class BatchPanel(QWidget):
             )
         except BatchInputError as exc:
             self.loaded = None
-            self._say(self.input_info, _plain(str(exc)), error=True)
+            show_status(self.input_info, _sentence(str(exc)), error=True)
             return None
         self.loaded = loaded
         for problem in loaded.problems:
@@ -266,7 +251,7 @@ class BatchPanel(QWidget):
         self.problems.setVisible(bool(loaded.problems))
         bad = f"; {len(loaded.problems)} bad lines will not run (listed below)" if loaded.problems else ""
         notes = "".join(f" {note}" for note in loaded.notes)
-        self._say(self.input_info, f"{len(loaded.requests)} requests{bad}.{notes}", muted=not loaded.problems)
+        show_status(self.input_info, f"{len(loaded.requests)} requests{bad}.{notes}", muted=not loaded.problems)
         return loaded
 
     # --- running -------------------------------------------------------------------------------------------
@@ -278,7 +263,7 @@ class BatchPanel(QWidget):
         files = (("an input file", self.input_edit.text()), ("an output file", self.output_edit.text()))
         missing = [what for what, value in (("a server address", base), *files) if not value.strip()]
         if missing:
-            self._say(self.status, f"Choose {' and '.join(missing)} first.", error=True)
+            show_status(self.status, f"Choose {' and '.join(missing)} first.", error=True)
             return None
         self._task = spawn(self._run(), "batch: run")
         return self._task
@@ -287,7 +272,7 @@ class BatchPanel(QWidget):
         """Stop launching and cancel what is in flight; finished results stay in the output file."""
         if self._runner is not None:
             self._runner.cancel()
-            self._say(self.status, "Cancelling…")
+            show_status(self.status, "Cancelling…")
 
     async def _run(self) -> None:
         self._running(True)
@@ -299,7 +284,7 @@ class BatchPanel(QWidget):
             if loaded is None:
                 return
             if not loaded.requests:
-                self._say(self.status, "No line of the input can run: fix the lines listed above.", error=True)
+                show_status(self.status, "No line of the input can run: fix the lines listed above.", error=True)
                 return
             base, key, model = self._endpoint()
             self._runner = BatchRunner(
@@ -311,10 +296,12 @@ class BatchPanel(QWidget):
                 priority=self.priority.isChecked(),
                 progress_interval_s=PROGRESS_INTERVAL_S,
             )
-            self._say(self.status, f"Running {len(loaded.requests)} requests against {self._runner.endpoint}…")
+            show_status(self.status, f"Running {len(loaded.requests)} requests against {self._runner.endpoint}…")
             summary = await self._runner.run(loaded.requests, output, self._progressed)
         except (BatchError, ValueError) as exc:
-            self._say(self.status, f"The batch stopped: {_plain(str(exc))}. Finished results are in {output}.", True)
+            show_status(
+                self.status, f"The batch stopped: {_sentence(str(exc))}. Finished results are in {output}.", error=True
+            )
         else:
             self._show_summary(summary, output)
         finally:
@@ -330,12 +317,12 @@ class BatchPanel(QWidget):
             f"{progress.failed} failed",
             f"{progress.in_flight} in flight",
         ]
-        parts.append(f"{progress.output_tokens_per_s:,.1f} tok/s")
+        parts.append(format_tokens_per_s(progress.output_tokens_per_s))
         if progress.eta_s is not None and finished < progress.total:
-            parts.append(f"about {_duration(progress.eta_s)} left")
+            parts.append(f"about {format_duration(progress.eta_s)} left")
         if progress.skipped:
             parts.append(f"{progress.skipped} already done earlier")
-        self._say(self.progress_label, " · ".join(parts))
+        show_status(self.progress_label, " · ".join(parts))
 
     def _show_summary(self, summary: BatchSummary, output: str) -> None:
         self.summary = summary
@@ -353,7 +340,7 @@ class BatchPanel(QWidget):
             text = f"Nothing to do: every request already finished in {output}."
         else:
             text = f"Done: {summary.done} of {summary.count} succeeded; results are in {output}."
-        self._say(self.status, text, error=bool(summary.count and not summary.done))
+        show_status(self.status, text, error=bool(summary.count and not summary.done))
 
     def start(self) -> None:
         """Nothing to start: a batch runs when asked."""
@@ -386,13 +373,6 @@ class BatchPanel(QWidget):
         if active:
             self.progress.setRange(0, 0)
             self.progress_label.clear()
-
-    def _say(self, label: QLabel, text: str, error: bool = False, muted: bool = False) -> None:
-        label.setText(text)
-        label.setVisible(bool(text))
-        palette = self.palette()
-        color = error_color(palette) if error else muted_color(palette) if muted else None
-        set_text_color(label, color or palette.color(QPalette.ColorRole.WindowText))
 
 
 def _line(placeholder: str) -> QLineEdit:

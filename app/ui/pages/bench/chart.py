@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.core.bench.stats import BenchRow
-from app.ui.pages.modelfiles.editor import mix, muted_color
+from app.ui.widgets.palette import mix, muted_color
 
 Series = tuple[str, Qt.PenStyle, list[tuple[int, float]]]  # (label, line style, [(concurrency, value)])
 _MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 56, 12, 24, 30

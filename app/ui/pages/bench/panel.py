@@ -41,9 +41,9 @@ from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
 from app.ui.pages.bench.chart import BenchChart
 from app.ui.pages.bench.saved import BenchSavedRuns
-from app.ui.pages.modelfiles.editor import error_color, set_text_color
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.factories import slot_button, widget_row, wrapped_label
+from app.ui.widgets.palette import error_color, set_text_color
 
 if TYPE_CHECKING:  # the run's modules (httpx among them) load with the first run, not with the window
     from app.services.bench.engines import BenchTarget

@@ -259,6 +259,20 @@ class ChatPanel(ChatPanelLayout):
         else:
             await self.session.edit_and_resend(editing, text)
 
+    async def load_and_wait(self, entry: str) -> bool:
+        """Load ``entry`` as the Load button does and wait for the outcome (for ``--screenshot --model``)."""
+        self.model_bar.select(entry)
+        await self._load(entry)
+        return self.workspace.model is not None
+
+    async def send_and_wait(self, text: str) -> None:
+        """Send ``text`` as the user would and wait until the reply has ended (for ``--screenshot --prompt``)."""
+        if self.session is not None and self.workspace.model is not None:
+            await self._send(text, None)
+
+    def notice_text(self) -> str:
+        return self.notice.text() if self.notice.isVisible() else ""
+
     def stop(self) -> None:
         if self.session is not None and self.session.generating:
             self.session.stop()

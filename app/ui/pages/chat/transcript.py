@@ -16,7 +16,6 @@ from typing import Any
 
 from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
 from PySide6.QtGui import (
-    QColor,
     QDesktopServices,
     QFontDatabase,
     QGuiApplication,
@@ -29,6 +28,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.core.chat.conversation import Message, MessageStatus, Role
 from app.core.chat.markdown import MarkdownStream, StreamUpdate, render_markdown
+from app.ui.widgets.palette import error_color, mix, muted_color
 
 __all__ = ["ChatView"]
 
@@ -36,16 +36,6 @@ _ROLE_NAMES = {Role.USER: "You", Role.ASSISTANT: "Assistant", Role.SYSTEM: "Syst
 _EXTERNAL_SCHEMES = frozenset({"http", "https", "mailto"})
 _PLACEHOLDER = "x"
 _EMPTY_ELEMENT = re.compile(r"<(t[dh]|pre|li|h[1-6]|p|blockquote)((?: [^>]*)?)>\s*</\1>")
-
-
-def _mix(a: QColor, b: QColor, t: float) -> str:
-    """``a`` moved a fraction ``t`` towards ``b``, as #rrggbb."""
-    mixed = QColor(
-        round(a.red() + (b.red() - a.red()) * t),
-        round(a.green() + (b.green() - a.green()) * t),
-        round(a.blue() + (b.blue() - a.blue()) * t),
-    )
-    return mixed.name()
 
 
 def _plain_html(text: str) -> str:
@@ -248,9 +238,7 @@ class ChatView(QTextBrowser):
         """Document styles from the current palette, so light and dark themes both read well."""
         pal = self.palette()
         text, base = pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.Base)
-        muted = _mix(text, base, 0.4)
-        dark_theme = text.lightness() > base.lightness()
-        warn = "#ff8a80" if dark_theme else "#b3261e"
+        muted, warn = muted_color(pal).name(), error_color(pal).name()
         self.document().setDefaultFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.GeneralFont))
         self.document().setDefaultStyleSheet(
             f"""
@@ -260,7 +248,7 @@ class ChatView(QTextBrowser):
             p.partial {{ color: {warn}; font-weight: bold; }}
             p.plain {{ white-space: pre-wrap; }}
             code {{ font-family: {self._code_font()}; }}
-            pre {{ background-color: {_mix(base, text, 0.08)}; }}
+            pre {{ background-color: {mix(base, text, 0.08).name()}; }}
             p.code-actions {{ margin-bottom: 0px; }}
             """
         )

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QLabel, QPlainTextEdit, QTextEdit, QVBoxLayout, QW
 
 from app.core.modelfile.params import OLLAMA_OPTIONS
 from app.core.modelfile.parser import Modelfile, ModelfileError, parse_modelfile
+from app.ui.widgets.palette import error_color, is_dark, mix, muted_color, set_text_color
 
 COMMANDS = frozenset(
     {"from", "license", "template", "system", "adapter", "parameter", "message", "requires", "renderer", "parser"}
@@ -33,37 +34,6 @@ NO_FROM = "no FROM line"
 CANONICAL_NOTE = "Editing the form rewrites this text in canonical form: comments and blank lines are not kept."
 _NORMAL, _IN_TRIPLE, _IN_QUOTE = -1, 1, 2
 _WORD = re.compile(r"\s*(\S+)")
-
-
-def mix(a: QColor, b: QColor, share_of_b: float) -> QColor:
-    """``a`` blended towards ``b``."""
-    t = share_of_b
-    return QColor(
-        round(a.red() * (1 - t) + b.red() * t),
-        round(a.green() * (1 - t) + b.green() * t),
-        round(a.blue() * (1 - t) + b.blue() * t),
-    )
-
-
-def is_dark(palette: QPalette) -> bool:
-    return palette.color(QPalette.ColorRole.Text).lightness() > palette.color(QPalette.ColorRole.Base).lightness()
-
-
-def error_color(palette: QPalette) -> QColor:
-    """A red that reads on the palette's base colour, in dark and light themes."""
-    return QColor("#ff8a80") if is_dark(palette) else QColor("#b3261e")
-
-
-def set_text_color(widget: QWidget, color: QColor) -> None:
-    """Give a label (or any widget) a text colour through its palette."""
-    palette = widget.palette()
-    palette.setColor(QPalette.ColorRole.WindowText, color)
-    palette.setColor(QPalette.ColorRole.Text, color)
-    widget.setPalette(palette)
-
-
-def muted_color(palette: QPalette) -> QColor:
-    return mix(palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.Base), 0.4)
 
 
 def _format(color: QColor, bold: bool = False, italic: bool = False) -> QTextCharFormat:

@@ -23,17 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-import app
 from app.core.modelfile.parser import read_modelfile
 from app.ui.tasks import spawn
 
 SUFFIX = ".Modelfile"
 _PATH = Qt.ItemDataRole.UserRole
-
-
-def presets_dir() -> Path:
-    """The shipped presets (the repository's modelfiles/; may be absent in an installed package)."""
-    return Path(app.__file__).resolve().parents[1] / "modelfiles"
 
 
 def is_modelfile(path: Path) -> bool:

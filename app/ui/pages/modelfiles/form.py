@@ -31,11 +31,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.modelfile.parser import NON_PARAMETER_NAMES, Modelfile
-from app.ui.pages.modelfiles.editor import error_color, set_text_color
 from app.ui.pages.modelfiles.message_list import MessageList
 from app.ui.pages.modelfiles.parameter_table import ParameterTable
 from app.ui.pages.modelfiles.template_preview import TemplatePreview
 from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.palette import error_color, set_text_color
 
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 _MODEL_SUFFIXES = (".gguf", ".safetensors", ".bin")

@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QLabel, QLineEdit, QProgressBar, QPushButton, QVBo
 from app.core.modelfile.parser import Modelfile, ModelfileError
 from app.services.ollama.client import OllamaError, OllamaService
 from app.services.ollama.create import CreateProgress, build_create_request, create_model
-from app.ui.pages.modelfiles.editor import error_color, set_text_color
 from app.ui.pages.modelfiles.files import InlineBar
 from app.ui.tasks import spawn
+from app.ui.widgets.palette import error_color, set_text_color
 
 log = logging.getLogger("app.ui.modelfiles")
 

@@ -23,12 +23,14 @@ from app.core.modelfile.params import check_modelfile
 from app.core.modelfile.parser import Modelfile, ModelfileError
 from app.core.user_files import UserFileError
 from app.services.ollama.client import OllamaError, OllamaService
+from app.services.presets import shipped_presets_dir
 from app.services.workstation import Workstation
-from app.ui.pages.modelfiles.editor import ModelfileTextPane, error_color, muted_color, set_text_color
-from app.ui.pages.modelfiles.files import SUFFIX, ModelfileFiles, presets_dir, read_document
+from app.ui.pages.modelfiles.editor import ModelfileTextPane
+from app.ui.pages.modelfiles.files import SUFFIX, ModelfileFiles, read_document
 from app.ui.pages.modelfiles.form import ModelfileForm
 from app.ui.pages.modelfiles.ollama_create_bar import OllamaCreateBar
 from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 log = logging.getLogger("app.ui.modelfiles")
 
@@ -63,7 +65,7 @@ class ModelfilePanel(QWidget):
         self.form = ModelfileForm()
         self.text = ModelfileTextPane()
         self.editor = self.text.editor
-        self.files = ModelfileFiles(self.context.paths.modelfiles_dir, presets_dir(), self.editor.toPlainText)
+        self.files = ModelfileFiles(self.context.paths.modelfiles_dir, shipped_presets_dir(), self.editor.toPlainText)
         self.creator = OllamaCreateBar()
         self.title = QLabel()
         self.title.setObjectName("modelfile_title")

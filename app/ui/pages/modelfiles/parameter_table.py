@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.core.modelfile.params import OLLAMA_OPTIONS, OllamaOption, format_params
 from app.core.modelfile.parser import ModelfileError
-from app.ui.pages.modelfiles.editor import error_color
+from app.ui.widgets.palette import error_color
 
 NAME, VALUE, DEFAULT, CHECK = range(4)
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1

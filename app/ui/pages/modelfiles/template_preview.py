@@ -7,7 +7,7 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSplitter, QVBoxLayout, QWidget
 
 from app.core.modelfile.go_template import TemplateError, render_ollama_prompt
-from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
+from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 SAMPLE_USER_MESSAGE = "Hello!"
 

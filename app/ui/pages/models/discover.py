@@ -25,8 +25,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.gguf.quant_names import GgufCandidate
+from app.core.units import MISSING, format_bytes
 from app.services.workstation import Workstation
-from app.ui.pages.models.downloads import DownloadsPanel, human_bytes
+from app.ui.pages.models.downloads import DownloadsPanel
 from app.ui.tasks import spawn
 from app.ui.widgets.factories import read_only_table
 
@@ -200,7 +201,7 @@ class DiscoverPanel(QWidget):
         size = sum(f.size_bytes or 0 for f in detail.files)
         self.meta.setText(
             f"License {detail.license or 'not stated'} · {gated} · {len(detail.files)} files, "
-            f"{human_bytes(size)} · commit {detail.commit[:12]}"
+            f"{format_bytes(size)} · commit {detail.commit[:12]}"
         )
         self.card.setMarkdown(detail.card_text or "*No model card.*")
         self._fill_files()
@@ -212,7 +213,7 @@ class DiscoverPanel(QWidget):
         for row, c in enumerate(candidates):
             shards = f" ({len(c.files)} of {c.shard_count} shards)" if c.shard_count > 1 else ""
             kind = " (projector)" if c.is_projector else ""
-            cells = (c.key + shards + kind, c.quant or "?", human_bytes(c.size_bytes or 0), self._verdict_text(c))
+            cells = (c.key + shards + kind, c.quant or MISSING, format_bytes(c.size_bytes), self._verdict_text(c))
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(_KEY, c.key)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.units import format_byte_rate, format_bytes, format_duration
 from app.services.downloads.jobs import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, STALLED, VERIFYING, DownloadJob
 from app.services.downloads.manager import JobView
 from app.services.downloads.queue import DownloadManager
@@ -44,21 +45,6 @@ STATE_TEXT = {
     DONE: "Done",
     FAILED: "Failed",
 }
-
-
-def human_bytes(n_bytes: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.1f} {unit}"
-    return f"{n_bytes:.0f} B"
-
-
-def eta_text(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 class DownloadsPanel(QWidget):
@@ -188,9 +174,9 @@ class DownloadsPanel(QWidget):
             view.title,
             STATE_TEXT.get(view.state, view.state),
             "",
-            f"{human_bytes(view.speed_bytes_per_s)}/s" if view.state == DOWNLOADING else "",
-            eta_text(view.eta_s) if view.state == DOWNLOADING else "",
-            f"{human_bytes(view.done_bytes)} / {human_bytes(view.total_bytes)}",
+            format_byte_rate(view.speed_bytes_per_s) if view.state == DOWNLOADING else "",
+            format_duration(view.eta_s) if view.state == DOWNLOADING else "",
+            f"{format_bytes(view.done_bytes)} / {format_bytes(view.total_bytes)}",
         )
         for column, text in enumerate(cells):
             item = self.table.item(row, column)

@@ -27,9 +27,10 @@ from app.core.gguf.header import GgufFileError, GgufHeader
 from app.core.memory.estimate import EstimateSettings, MemoryEstimate, estimate_memory
 from app.core.memory.fit import FitVerdict, MachineMemory, fit_verdict
 from app.core.params import KV_CACHE_TYPES
+from app.core.units import format_bytes
 from app.services.monitor.machine_memory import read_machine_memory
-from app.ui.pages.modelfiles.editor import error_color, set_text_color
-from app.ui.pages.models.memory_bars import BarRow, MemoryBars, gib
+from app.ui.pages.models.memory_bars import BarRow, MemoryBars
+from app.ui.widgets.palette import error_color, set_text_color
 
 log = logging.getLogger("app.ui.models")
 MAX_CONTEXT = 1 << 20
@@ -153,7 +154,8 @@ class ModelEstimator(QGroupBox):
         self.bars.set_rows(self._rows(self.estimate))
         if self.machine is None:
             self.verdict = None
-            self.verdict_label.setText(f"Needs about {gib(self.estimate.total_bytes)}. Reading this machine's memory…")
+            needed = format_bytes(self.estimate.total_bytes)
+            self.verdict_label.setText(f"Needs about {needed}. Reading this machine's memory…")
             self.suggestions_label.setText("")
             return
         self.verdict = fit_verdict(self.header, settings, self.machine)

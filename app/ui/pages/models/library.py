@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.units import format_bytes
 from app.services.library.details import EntryDetails, entry_details
 from app.services.library.index import (
     KIND_GGUF,
@@ -34,14 +35,13 @@ from app.services.library.index import (
     LibraryError,
     LibraryScan,
     ModelLibrary,
-    human_bytes,
 )
 from app.services.workstation import Workstation
-from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
 from app.ui.pages.models.estimator import ModelEstimator
 from app.ui.pages.models.table import ENTRY_ROLE, LibraryFilter, LibraryTableModel, make_table_view
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.factories import wrapped_label
+from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 log = logging.getLogger("app.ui.models")
 
@@ -220,7 +220,7 @@ class ModelsPanel(QWidget):
         total = sum(e.size_bytes for e in scan.entries if not e.error)
         broken = sum(1 for e in scan.entries if e.error)
         count = len(scan.entries)
-        text = f"{count} model{'' if count == 1 else 's'}, {human_bytes(total)}" if scan.entries else ""
+        text = f"{count} model{'' if count == 1 else 's'}, {format_bytes(total)}" if scan.entries else ""
         text = text + (f"; {broken} unusable (shown in red)" if broken else "")
         self.status_label.setText(text or "No models yet. Add a model folder in Settings, or download one.")
         self.problems_label.setText("\n".join(scan.problems))
@@ -256,7 +256,7 @@ class ModelsPanel(QWidget):
             self.title.setText("Choose a model to see its details.")
             return
         where = entry.repo_id or str(Path(entry.path).parent)
-        self.title.setText(f"<b>{entry.name}</b> — {entry.backend} · {human_bytes(entry.size_bytes)} · {where}")
+        self.title.setText(f"<b>{entry.name}</b> — {entry.backend} · {format_bytes(entry.size_bytes)} · {where}")
         if entry.error:
             self.metadata_view.setPlainText(f"{entry.path}\n\n{entry.error}")
             return
@@ -319,7 +319,7 @@ class ModelsPanel(QWidget):
         box = QMessageBox(
             QMessageBox.Icon.Question,
             "Delete model",
-            f"Delete {entry.name} from disk?\n\n{entry.path}\n\nThis frees {human_bytes(entry.size_bytes)} "
+            f"Delete {entry.name} from disk?\n\n{entry.path}\n\nThis frees {format_bytes(entry.size_bytes)} "
             "and cannot be undone.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
             self,

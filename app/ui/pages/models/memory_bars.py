@@ -12,7 +12,8 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from app.ui.pages.modelfiles.editor import error_color, mix
+from app.core.units import format_bytes
+from app.ui.widgets.palette import error_color, mix
 
 SEGMENT_NAMES = ("Weights", "KV cache", "Compute")
 _ROW_HEIGHT = 22
@@ -31,10 +32,6 @@ class BarRow:
     @property
     def needed_bytes(self) -> int:
         return sum(self.segment_bytes)
-
-
-def gib(n_bytes: int) -> str:
-    return f"{n_bytes / (1 << 30):.2f} GiB" if n_bytes >= 1 << 27 else f"{n_bytes / (1 << 20):.0f} MiB"
 
 
 def segment_colors(palette: QPalette) -> tuple[QColor, QColor, QColor]:
@@ -62,9 +59,9 @@ class MemoryBars(QWidget):
         """The bars in words (tooltip, screen readers, tests)."""
         lines = []
         for row in self.rows:
-            parts = ", ".join(f"{n} {gib(b)}" for n, b in zip(SEGMENT_NAMES, row.segment_bytes, strict=True))
-            have = f" of {gib(row.capacity_bytes)}" if row.capacity_bytes is not None else ""
-            lines.append(f"{row.label}: {gib(row.needed_bytes)}{have} ({parts})")
+            parts = ", ".join(f"{n} {format_bytes(b)}" for n, b in zip(SEGMENT_NAMES, row.segment_bytes, strict=True))
+            have = f" of {format_bytes(row.capacity_bytes)}" if row.capacity_bytes is not None else ""
+            lines.append(f"{row.label}: {format_bytes(row.needed_bytes)}{have} ({parts})")
         return lines
 
     def sizeHint(self) -> QSize:

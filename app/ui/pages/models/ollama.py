@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
@@ -23,50 +22,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.units import format_bytes, relative_time
 from app.services.engines.entries import OLLAMA_PREFIX
 from app.services.ollama.client import LocalModel, OllamaError, OllamaService, OllamaStatus, PullProgress, RunningModel
 from app.services.workstation import Workstation
-from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.factories import read_only_table, widget_row, wrapped_label
+from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 log = logging.getLogger("app.ui.ollama_models")
 REFRESH_MS = 3000
 INSTALLED_COLUMNS = ("Name", "Size", "Family", "Parameters", "Quantization", "Modified")
 RUNNING_COLUMNS = ("Name", "Size", "In VRAM", "VRAM %", "Context", "Expires")
 _NAME = Qt.ItemDataRole.UserRole
-_SPANS = (
-    ("year", 31_536_000),
-    ("month", 2_592_000),
-    ("week", 604_800),
-    ("day", 86_400),
-    ("hour", 3600),
-    ("minute", 60),
-)
-
-
-def human_size(size: int) -> str:
-    """Bytes as Ollama's CLI shows them (decimal units): ``2.0 GB``, ``274 MB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}" if size < 10 * scale else f"{size / scale:.0f} {unit}"
-    return f"{size} B"
-
-
-def relative_time(stamp: str) -> str:
-    """An ISO time as ``3 days ago`` or ``in 4 minutes`` (``never`` for Ollama's keep-forever expiry)."""
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return ""
-    seconds = ((moment if moment.tzinfo else moment.replace(tzinfo=UTC)) - datetime.now(UTC)).total_seconds()
-    if seconds > 10 * 31_536_000:  # keep_alive -1
-        return "never (kept loaded)"
-    span = next((f"{int(abs(seconds) // n)} {unit}" for unit, n in _SPANS if abs(seconds) >= n), "")
-    if span and not span.startswith("1 "):
-        span += "s"
-    span = span or "less than a minute"
-    return f"in {span}" if seconds > 0 else f"{span} ago"
 
 
 def _fill(table: QTableWidget, names: list[str], rows: list[list[tuple[str, str, bool]]]) -> None:
@@ -280,7 +248,7 @@ class OllamaModelsPanel(QWidget):
         rows = [
             [
                 (m.name, m.digest[:12], False),
-                (human_size(m.size), f"{m.size:,} bytes", True),
+                (format_bytes(m.size), f"{m.size:,} bytes", True),
                 (m.family, "", False),
                 (m.parameter_size, "", True),
                 (m.quantization_level, "", False),
@@ -302,8 +270,8 @@ class OllamaModelsPanel(QWidget):
             rows.append(
                 [
                     (m.name, "", False),
-                    (human_size(m.size), f"{m.size:,} bytes", True),
-                    (human_size(m.size_vram), f"{m.size_vram:,} bytes", True),
+                    (format_bytes(m.size), f"{m.size:,} bytes", True),
+                    (format_bytes(m.size_vram), f"{m.size_vram:,} bytes", True),
                     (f"{gpu}%", f"{gpu}% GPU / {100 - gpu}% CPU", True),
                     (f"{m.context_length:,}" if m.context_length else "", "", True),
                     (relative_time(m.expires_at), m.expires_at, False),
@@ -332,7 +300,7 @@ class OllamaModelsPanel(QWidget):
             return
         self._delete_name = name
         self.notice.hide()
-        size = next((human_size(m.size) for m in self.installed if m.name == name), "")
+        size = next((format_bytes(m.size) for m in self.installed if m.name == name), "")
         self.confirm_text.setText(f"Delete {name} from Ollama ({size})? Pulling it again downloads it again.")
         self.confirm_bar.show()
 
@@ -398,7 +366,7 @@ class OllamaModelsPanel(QWidget):
         if progress.total:
             self.pull_progress.setRange(0, 1000)
             self.pull_progress.setValue(int(1000 * progress.completed / progress.total))
-            text += f" — {human_size(progress.completed)} of {human_size(progress.total)}"
+            text += f" — {format_bytes(progress.completed)} of {format_bytes(progress.total)}"
         self._say(self.pull_status, text)
 
     def _say(self, label: QLabel, text: str, error: bool = False) -> None:

@@ -6,7 +6,8 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyM
 from PySide6.QtGui import QColor, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-from app.services.library.index import LibraryEntry, human_bytes, human_count
+from app.core.units import format_bytes
+from app.services.library.index import LibraryEntry, human_count
 
 COLUMNS = ("Name", "Architecture", "Parameters", "Quantization", "Size", "Context", "Backend", "Source")
 SOURCE_LABELS = {"folder": "Model folder", "hf-cache": "Hugging Face cache", "ollama": "Ollama"}
@@ -21,7 +22,7 @@ def _cells(entry: LibraryEntry) -> list[tuple[str, object]]:
         (entry.architecture or "", (entry.architecture or "").lower()),
         (human_count(entry.parameter_count), entry.parameter_count or 0),
         (entry.quantization or "", (entry.quantization or "").lower()),
-        (human_bytes(entry.size_bytes), entry.size_bytes),
+        (format_bytes(entry.size_bytes), entry.size_bytes),
         (f"{entry.context_length:,}" if entry.context_length else "", entry.context_length or 0),
         ("error" if entry.error else entry.backend, "~" if entry.error else entry.backend.lower()),
         (SOURCE_LABELS.get(entry.source, entry.source), entry.source),

@@ -19,8 +19,8 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
-    QLabel,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -29,10 +29,22 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.monitor.alerts import Alert
-from app.core.monitor.snapshot import MonitorSnapshot, format_bytes
+from app.core.monitor.snapshot import MonitorSnapshot
 from app.core.monitor.timeseries import MonitorHistory
+from app.core.units import format_bytes
 from app.services.workstation import Workstation
-from app.ui.pages.monitor.views import AlertList, EnginesView, ProcessTable, SystemView, chart_grid
+from app.ui.pages.monitor.views import (
+    AlertList,
+    EnginesView,
+    ProcessTable,
+    SystemView,
+    caption,
+    chart_grid,
+    section,
+    shrinkable,
+)
+from app.ui.style.icons import icon
+from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.timeseries_chart import ChartWidget
 
@@ -98,60 +110,83 @@ class MonitorPanel(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
         body = QWidget()
         layout = QVBoxLayout(body)
-        self.status_label = QLabel("Starting the monitor…")
+        layout.setContentsMargins(SPACE_L, SPACE_M, SPACE_L, SPACE_M)
+        layout.setSpacing(SPACE_S)
+        self.status_label = shrinkable(caption("Starting the monitor…"))
         self.status_label.setObjectName("monitor_status")
         self.system_view = SystemView()
-        self.engines_view = EnginesView()
+        self.engines_view = EnginesView(self.open_chat)
         self.process_table = ProcessTable()
-        self.process_table.setMinimumHeight(110)
+        self.processes_title = section("GPU processes")
         self.alert_list = AlertList()
-        self.alert_list.setMaximumHeight(90)
+        self.no_alerts = caption("No alerts: memory and KV-cache warnings show here and in the status bar.")
+        self.no_alerts.setObjectName("monitor_no_alerts")
+        shrinkable(self.no_alerts)
         self.alert_list.display(())
         self.charts = self._make_charts()
         self.charts_box = QWidget()
         self.charts_box.setLayout(chart_grid(list(self.charts.values())))
-        for widget in (self.status_label, self.system_view, self.engines_view):
+        self.charts_box.setMinimumHeight(2 * 150)
+        header = QHBoxLayout()
+        header.addWidget(section("Hardware"))
+        header.addWidget(self.status_label, 1, Qt.AlignmentFlag.AlignBottom)
+        self.status_label.setAlignment(Qt.AlignmentFlag.AlignRight)
+        layout.addLayout(header)
+        for widget in (self.system_view, section("Engines")):
             layout.addWidget(widget)
-        layout.addWidget(QLabel("<b>GPU processes</b>"))
-        layout.addWidget(self.process_table)
+        layout.addWidget(self.engines_view)
+        layout.addWidget(section("Charts"))
         layout.addWidget(self.charts_box, 1)
-        layout.addWidget(QLabel("<b>Alerts</b>"))
-        layout.addWidget(self.alert_list)
+        layout.addWidget(self.processes_title)
+        layout.addWidget(self.process_table)
+        for widget in (section("Alerts"), self.alert_list, self.no_alerts):
+            layout.addWidget(widget)
         layout.addLayout(self._export_row())
+        self.processes_title.hide()
+        self.process_table.hide()
         scroll.setWidget(body)
         outer.addWidget(scroll)
 
     def _make_charts(self) -> dict[str, ChartWidget]:
+        waiting = "Shows once an engine runs: load a model in Chat or start vLLM."
         charts = {
-            "memory": ChartWidget("Memory", format_bytes_float),
-            "kv": ChartWidget("KV usage", lambda v: f"{v:.0%}"),
-            "tokens": ChartWidget("Tokens/s", lambda v: f"{v:.0f}"),
-            "requests": ChartWidget("Requests", lambda v: f"{v:.0f}"),
+            "memory": ChartWidget("Memory", format_bytes, axis="bytes"),
+            "kv": ChartWidget("KV cache", lambda v: f"{v:.0%}", axis="fraction", empty_text=waiting),
+            "tokens": ChartWidget("Tokens/s", lambda v: f"{v:,.0f}", axis="number", empty_text=waiting),
+            "requests": ChartWidget("Requests", lambda v: f"{v:.0f}", axis="count", empty_text=waiting),
         }
         charts["kv"].y_max = 1.0
+        for name, chart in charts.items():
+            chart.setObjectName(f"monitor_chart_{name}")
         return charts
 
     def _export_row(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        self.png_button = QPushButton("Save charts as PNG…")
+        self.png_button = QPushButton(icon("download"), "Charts as PNG…")
         self.png_button.clicked.connect(lambda: self._ask_path("Save charts", "PNG images (*.png)", self.export_png))
-        self.csv_button = QPushButton("Save data as CSV…")
+        self.csv_button = QPushButton(icon("download"), "Data as CSV…")
         self.csv_button.clicked.connect(lambda: self._ask_path("Save data", "CSV files (*.csv)", self.export_csv))
-        self.prometheus_check = QCheckBox("Prometheus endpoint on 127.0.0.1, port")
+        self.prometheus_check = QCheckBox("Prometheus on port")
         self.prometheus_check.setToolTip("Serve the app's metrics at http://127.0.0.1:PORT/metrics for Prometheus.")
         self.prometheus_port = QSpinBox()
         self.prometheus_port.setRange(1024, 65535)
         self.prometheus_port.setValue(self.context.settings.prometheus_port or DEFAULT_PROMETHEUS_PORT)
         self.prometheus_check.toggled.connect(self._prometheus_toggled)
-        self.export_label = QLabel()
+        self.export_label = shrinkable(caption())
         self.export_label.setObjectName("monitor_export_status")
-        self.export_label.setWordWrap(True)
         for widget in (self.png_button, self.csv_button, self.prometheus_check, self.prometheus_port):
             row.addWidget(widget)
         row.addWidget(self.export_label, 1)
         return row
+
+    def open_chat(self) -> None:
+        """The empty state's action: show the Chat page (through the window, which knows the pages)."""
+        open_path = getattr(self.window(), "open_path", None)
+        if callable(open_path):
+            open_path("chat")
 
     # --- sampling --------------------------------------------------------------------------------------------
     def _autostart(self) -> None:
@@ -213,14 +248,18 @@ class MonitorPanel(QWidget):
             return
         self.system_view.display(snapshot)
         self.engines_view.display(snapshot)
+        gpus = bool(snapshot.gpus)
+        self.processes_title.setVisible(gpus)
+        self.process_table.setVisible(gpus)
         self.process_table.display(snapshot)
         self.alert_list.display(self.alerts)
-        self._draw_charts(snapshot.taken_at_s)
+        self.no_alerts.setVisible(not self.alerts)
+        self._draw_charts(snapshot.taken_at_s, gpus)
 
-    def _draw_charts(self, now_s: float) -> None:
+    def _draw_charts(self, now_s: float, gpus: bool) -> None:
         series = self.history.series
-        memory = [("GPU", series["gpu_used_bytes"].points()), ("RAM", series["ram_used_bytes"].points())]
-        memory.append(("engines", series["engine_rss_bytes"].points()))
+        memory = [("VRAM", series["gpu_used_bytes"].points())] if gpus else []  # no GPU: no empty VRAM line
+        memory += [("RAM", series["ram_used_bytes"].points()), ("engines", series["engine_rss_bytes"].points())]
         self.charts["memory"].set_series(memory, now_s)
         self.charts["kv"].set_series([("KV", series["kv_usage_fraction"].points())], now_s)
         self.charts["tokens"].set_series([("tok/s", series["generation_tokens_per_s"].points())], now_s)
@@ -327,7 +366,3 @@ class MonitorPanel(QWidget):
         exporter, self.exporter = self.exporter, None
         if exporter is not None:
             await loop.run_in_executor(None, exporter.stop)
-
-
-def format_bytes_float(value: float) -> str:
-    return format_bytes(int(value))

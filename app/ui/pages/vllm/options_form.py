@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.vllm.options import VllmServerOptions, unsupported_flags, validate
-from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
+from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 KV_CACHE_CHOICES = ("", "auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
 QUANTIZATION_CHOICES = ("", "awq", "gptq", "fp8", "bitsandbytes", "gguf", "compressed-tensors")

@@ -33,13 +33,13 @@ from app.services.engines.vllm_server import ManagedServer
 from app.services.vllm.environment import VllmInstall
 from app.services.vllm.server import VllmServer, VllmServerError
 from app.services.workstation import Workstation
-from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
 from app.ui.pages.vllm.environment_box import Detector, Installer, VllmEnvironmentBox
 from app.ui.pages.vllm.log_tail import LogTail, PhaseList
 from app.ui.pages.vllm.options_form import VllmOptionsForm
 from app.ui.pages.vllm.remote_box import RemoteError, VllmRemoteBox, metrics_summary, read_metrics
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.factories import slot_button, widget_row, wrapped_label
+from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 METRICS_MS = 2000
 TICK_MS = 250
@@ -255,13 +255,14 @@ class VllmPanel(QWidget):
 
     async def _stop(self) -> None:
         task = self._start_task
-        running = self.server is not None
-        if task is not None and not task.done():
-            task.cancel()
+        starting = task is not None and not task.done()
+        running = self.server is not None and not starting
+        if task is not None and starting:
+            task.cancel()  # its own handler says the start was cancelled
         if running:
             self._say(self.server_status, "Stopping vLLM…")
         await self.host.vllm_server.stop()
-        if task is not None and not task.done():
+        if task is not None and starting:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if running:

@@ -19,9 +19,9 @@ from app.backends.protocol import BackendError
 from app.backends.vllm import DEFAULT_URL, normalize_url
 from app.core.lazy_import import lazy_import
 from app.core.vllm.metrics import MetricsParseError, VllmMetrics, parse_metrics
-from app.ui.pages.modelfiles.editor import error_color, muted_color, set_text_color
 from app.ui.tasks import spawn
 from app.ui.widgets.factories import slot_button
+from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 if TYPE_CHECKING:
     import httpx

@@ -1,0 +1,307 @@
+"""The Settings page: a section list on the left, the section's form on the right (in a scroll area), Save and
+Revert at the bottom. It edits a copy of the workstation's settings and emits ``settings_saved(Settings)`` on Save;
+whoever owns the window applies and writes them. The theme and the log level take effect at once."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from dataclasses import fields, replace
+from typing import Any
+
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.settings import Settings, SettingsError, load_settings
+from app.services.workstation import Workstation
+from app.ui.pages.settings.defaults_sections import LoadingSection, SamplingSection
+from app.ui.pages.settings.section import Section
+from app.ui.pages.settings.sections import (
+    DownloadsSection,
+    GeneralSection,
+    LogSection,
+    ModelsSection,
+    MonitorSection,
+    OllamaSection,
+    VllmSection,
+)
+from app.ui.style.icons import icon, icon_size
+from app.ui.style.theme import SPACE_M, SPACE_S, apply_theme, set_role, tokens
+from app.ui.tasks import spawn
+from app.ui.widgets.notices import NoticeArea
+from app.ui.widgets.palette import set_text_color
+
+log = logging.getLogger("app.ui.settings")
+SECTION_LIST_WIDTH = 176
+FORM_MAX_WIDTH = 760  # roomy, but lines stay readable on a wide window
+UNREADABLE = (
+    "Your settings file could not be read, so the defaults are in use. Saving is off so that the file is not "
+    "replaced: fix or remove it, then read it again."
+)
+STILL_UNREADABLE = "The settings file still cannot be read (the log says why). Fix or remove it, then try again."
+
+
+class SettingsPage(QWidget):
+    """Every setting of the app in sections; ``settings_saved`` carries the new :class:`Settings` on Save."""
+
+    settings_saved = Signal(object)
+
+    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.context = context
+        self._shown = copy.deepcopy(context.settings)
+        self._loading = True  # until the first show_settings: building the fields emits their change signals
+        edited = self._edited
+        self.general = GeneralSection(edited)
+        self.loading = LoadingSection(edited)
+        self.sampling = SamplingSection(edited)
+        self.models = ModelsSection(edited, context.paths.models_dir)
+        self.downloads = DownloadsSection(edited)
+        self.ollama = OllamaSection(edited)
+        self.vllm = VllmSection(edited)
+        self.monitor = MonitorSection(edited)
+        self.log_section = LogSection(edited, context.paths.log_file)
+        self.sections: list[Section] = [
+            self.general,
+            self.loading,
+            self.sampling,
+            self.models,
+            self.downloads,
+            self.ollama,
+            self.vllm,
+            self.monitor,
+            self.log_section,
+        ]
+        self._build()
+        self.show_settings(context.settings)
+        self._sync_settings_problem()
+
+    # --- layout ---------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.notices = NoticeArea()
+        self.section_list = QListWidget()
+        self.section_list.setObjectName("settings_sections")
+        set_role(self.section_list, "sections")
+        self.section_list.setFixedWidth(SECTION_LIST_WIDTH)
+        self.section_list.setIconSize(icon_size(18))
+        self.stack = QStackedWidget()
+        for section in self.sections:
+            self.section_list.addItem(QListWidgetItem(icon(section.icon), section.name))
+            self.stack.addWidget(_scrolled(section.body))
+        self.section_list.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.section_list.setCurrentRow(0)
+        body = QHBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.setSpacing(0)
+        body.addWidget(self.section_list)
+        body.addWidget(self.stack, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        notices = QVBoxLayout()
+        notices.setContentsMargins(SPACE_M, SPACE_S, SPACE_M, 0)
+        notices.addWidget(self.notices)
+        layout.addLayout(notices)
+        layout.addLayout(body, 1)
+        layout.addWidget(self._footer())
+
+    def _footer(self) -> QWidget:
+        footer = QFrame()
+        footer.setObjectName("settings_footer")
+        set_role(footer, "footer")
+        self.problems_icon = QLabel()
+        self.problems_label = QLabel()
+        self.problems_label.setObjectName("settings_problems")
+        self.problems_label.setWordWrap(True)
+        self.problems_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.problems_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.unsaved_label = QLabel("Unsaved changes")
+        set_role(self.unsaved_label, "muted")
+        self.revert_button = QPushButton("Revert")
+        self.revert_button.setToolTip("Forget the changes made here since the last save.")
+        self.revert_button.clicked.connect(self.revert)
+        self.save_button = QPushButton("Save")
+        set_role(self.save_button, "accent")
+        self.save_button.setDefault(True)
+        self.save_button.clicked.connect(lambda _checked=False: self.save())
+        row = QHBoxLayout(footer)
+        row.setContentsMargins(SPACE_M, SPACE_S, SPACE_M, SPACE_S)
+        row.addWidget(self.problems_icon, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.problems_label, 1)
+        row.addStretch(0)
+        row.addWidget(self.unsaved_label)
+        row.addWidget(self.revert_button)
+        row.addWidget(self.save_button)
+        self._style()
+        return footer
+
+    def _style(self) -> None:
+        colours = tokens(self.palette())
+        self.problems_icon.setPixmap(icon("warning", colours.error).pixmap(icon_size(16)))
+        set_text_color(self.problems_label, colours.error)
+        for row, section in enumerate(self.sections):
+            item = self.section_list.item(row)
+            if item is not None:
+                item.setIcon(icon(section.icon))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            if hasattr(self, "problems_label"):
+                self._style()
+
+    def show_section(self, name: str) -> None:
+        """Show the section called ``name`` (as listed)."""
+        row = next(i for i, section in enumerate(self.sections) if section.name == name)
+        self.section_list.setCurrentRow(row)
+
+    # --- the Page protocol ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Nothing runs in the background here."""
+
+    def settings_changed(self) -> None:
+        """New settings were saved (here or by another page): show them unless the user is editing."""
+        if not self.has_unsaved_changes():
+            self.show_settings(self.context.settings)
+        self._sync_settings_problem()
+
+    async def shutdown(self) -> None:
+        """Nothing to stop; unsaved edits are dropped with the window."""
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Other pages change a few settings themselves (the vLLM interpreter, the Monitor's port): show them."""
+        super().showEvent(event)
+        self.settings_changed()
+
+    # --- values ---------------------------------------------------------------------------------------------
+    def show_settings(self, settings: Settings) -> None:
+        """Fill every field from ``settings``; the page then has no unsaved changes."""
+        self._loading = True
+        try:
+            for section in self.sections:
+                section.show(settings)
+        finally:
+            self._loading = False
+        self._shown = copy.deepcopy(settings)
+        self._update()
+
+    def settings(self) -> Settings:
+        """The settings as entered: the fields shown here over the settings last shown (others carried over)."""
+        values: dict[str, Any] = {}
+        for section in self.sections:
+            values.update(section.values(self._shown))
+        return copy.deepcopy(replace(self._shown, **values))
+
+    def changed_fields(self) -> list[str]:
+        """The names of the settings the user changed here since they were last shown."""
+        entered = self.settings()
+        return [f.name for f in fields(Settings) if getattr(entered, f.name) != getattr(self._shown, f.name)]
+
+    def has_unsaved_changes(self) -> bool:
+        return bool(self.changed_fields())
+
+    def problems(self) -> list[str]:
+        """Why the entered settings cannot be saved; empty when they can."""
+        return [problem for section in self.sections for problem in section.problems(self._shown)]
+
+    def _edited(self) -> None:
+        if not self._loading:
+            self._update()
+
+    def _update(self) -> None:
+        problems = self.problems()
+        self.problems_label.setText("\n".join(problems))
+        self.problems_label.setVisible(bool(problems))
+        self.problems_icon.setVisible(bool(problems))
+        dirty = self.has_unsaved_changes()
+        self.unsaved_label.setVisible(dirty and not problems)
+        self.revert_button.setEnabled(dirty)
+        blocked = self.context.settings_problem
+        self.save_button.setEnabled(dirty and not problems and not blocked)
+        if blocked:
+            tip = "Saving is off: the settings file could not be read."
+        elif problems:
+            tip = "Fix the problems shown at the bottom first."
+        else:
+            tip = "Save the settings." if dirty else "Nothing changed yet."
+        self.save_button.setToolTip(tip)
+
+    # --- actions --------------------------------------------------------------------------------------------
+    def save(self) -> Settings | None:
+        """Emit the new settings (the ones changed here over the current ones) and apply the theme and the log
+        level; None when nothing can be saved (no change, a problem, or a settings file that could not be read)."""
+        changed = self.changed_fields()
+        if not changed or self.problems() or self.context.settings_problem:
+            return None
+        entered = self.settings()
+        merged = copy.deepcopy(self.context.settings)  # another page may have changed other settings meanwhile
+        for name in changed:
+            setattr(merged, name, copy.deepcopy(getattr(entered, name)))
+        if "theme" in changed:
+            self.apply_theme(merged.theme)
+        if "log_level" in changed:
+            logging.getLogger("app").setLevel(merged.log_level)
+        self.show_settings(merged)
+        self.settings_saved.emit(merged)
+        return merged
+
+    def revert(self) -> None:
+        """Forget the edits: show the settings in use."""
+        self.show_settings(self.context.settings)
+
+    @staticmethod
+    def apply_theme(theme: str) -> None:
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_theme(app, theme)
+
+    # --- an unreadable settings file ------------------------------------------------------------------------
+    def _sync_settings_problem(self) -> None:
+        if self.context.settings_problem:
+            self.notices.show_notice(UNREADABLE, "warning", key="unreadable", action=("Read it again", self.reread))
+        else:
+            self.notices.dismiss("unreadable")
+        self._update()
+
+    def reread(self) -> asyncio.Task[Any]:
+        """Read the settings file again (off the Qt thread); once it reads, its settings are used."""
+        return spawn(self._reread(), "settings: read the file again")
+
+    async def _reread(self) -> None:
+        path = self.context.paths.settings_file
+        try:
+            loaded = await asyncio.get_running_loop().run_in_executor(None, load_settings, path)
+        except SettingsError as exc:
+            log.error("%s", exc)
+            self.notices.show_notice(STILL_UNREADABLE, "warning", key="unreadable", action=("Try again", self.reread))
+            return
+        self.context.apply_settings(loaded)  # readable now: in use, and saving may replace it again
+        self.show_settings(loaded)
+        self.settings_saved.emit(loaded)
+        self._sync_settings_problem()
+
+
+def _scrolled(body: QWidget) -> QScrollArea:
+    """A section's body in a frameless scroll area, no wider than ``FORM_MAX_WIDTH``."""
+    body.setMaximumWidth(FORM_MAX_WIDTH)
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    area.setWidget(body)
+    return area

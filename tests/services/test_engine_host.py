@@ -1,0 +1,282 @@
+"""The engine host with real parts: the real llama.cpp worker on generated GGUFs, a vLLM-speaking server, a stub
+for the app's own vLLM server. The busy rule, the events, the vLLM lifecycle and the monitor's view."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from app.backends.llamacpp.backend import LlamaCppBackend
+from app.core.errors import UnavailableError
+from app.core.params import LoadParams, SamplingParams
+from app.services.engines.entries import EngineKind
+from app.services.engines.events import (
+    EngineStateChanged,
+    LoadWaiting,
+    ModelLoaded,
+    ModelUnloaded,
+    QueueChanged,
+    ReplyFigures,
+    VllmEndpoint,
+    VllmEndpointChanged,
+)
+from app.services.engines.host import EngineHost
+from app.services.monitor.engine_processes import host_targets
+from app.services.vllm.server import VllmServerError
+from tests.support.fake_openai import FakeOpenAIServer
+
+USER = [{"role": "user", "content": "hello there"}]
+GREEDY = SamplingParams(max_tokens=24, temperature=0.0)
+
+
+def run(coro, timeout=90):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def _collect(reply) -> str:
+    return "".join([delta.text async for delta in reply])
+
+
+def test_host_is_qt_free_and_reports_load_state_and_figures(tiny_gguf):
+    """In a fresh interpreter: load, stream, events — and PySide6 is never imported."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, json, sys
+        from app.core.params import LoadParams, SamplingParams
+        from app.services.engines.entries import EngineKind
+        from app.services.engines.host import EngineHost
+
+        async def main():
+            host, events = EngineHost(), []
+            host.subscribe(lambda e: events.append(type(e).__name__))
+            await host.load({str(tiny_gguf)!r}, LoadParams(n_ctx=512))
+            reply = host.stream_chat(EngineKind.LLAMACPP, [{{"role": "user", "content": "hi"}}],
+                                     SamplingParams(max_tokens=8, temperature=0.0))
+            text = "".join([d.text async for d in reply])
+            await host.close()
+            return events, text, reply.stats.completion_tokens
+
+        events, text, tokens = asyncio.run(main())
+        print(json.dumps({{"events": events, "text": text, "tokens": tokens,
+                          "qt": sorted(m for m in sys.modules if m.startswith(("PySide6", "shiboken6", "qasync")))}}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ}
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["qt"] == []
+    assert "ModelLoaded" in report["events"] and "EngineStateChanged" in report["events"]
+    assert "ReplyFigures" in report["events"] and report["tokens"] > 0 and report["text"]
+
+
+def test_replies_to_one_llama_cpp_model_queue_in_arrival_order(long_context_gguf):
+    async def scenario():
+        host, events = EngineHost(LlamaCppBackend()), []
+        host.subscribe(events.append)
+        try:
+            await host.load(str(long_context_gguf), LoadParams(n_ctx=1024))
+            order: list[str] = []
+
+            async def consume(name: str, reply) -> str:
+                text = await _collect(reply)
+                order.append(name)
+                return text
+
+            replies = [host.stream_chat(EngineKind.LLAMACPP, USER, GREEDY) for _ in range(3)]
+            assert [r.place for r in replies] == [0, 1, 2]  # each client sees its place
+            assert host.waiting(EngineKind.LLAMACPP) == 2
+            tasks = [asyncio.ensure_future(consume(f"r{i}", r)) for i, r in enumerate(reversed(replies))]
+            texts = await asyncio.gather(*tasks)
+            assert order == ["r2", "r1", "r0"]  # consumed in reverse, served in arrival order
+            assert len(set(texts)) == 1 and texts[0]  # greedy: the same reply each time, none mixed up
+            waiting = [e.waiting for e in events if isinstance(e, QueueChanged)]
+            assert max(waiting) == 2 and waiting[-1] == 0
+            assert sum(isinstance(e, ReplyFigures) for e in events) == 3
+        finally:
+            await host.close()
+
+    run(scenario())
+
+
+def test_a_waiting_reply_can_be_stopped_without_disturbing_the_line(long_context_gguf):
+    async def scenario():
+        host = EngineHost(LlamaCppBackend())
+        try:
+            await host.load(str(long_context_gguf), LoadParams(n_ctx=1024))
+            first = host.stream_chat(EngineKind.LLAMACPP, USER, GREEDY)
+            second = host.stream_chat(EngineKind.LLAMACPP, USER, GREEDY)
+            third = host.stream_chat(EngineKind.LLAMACPP, USER, GREEDY)
+            second.stop()
+            assert await _collect(second) == "" and second.stats.finish_reason == "stopped"
+            assert third.place == 1  # moved up when the second left
+            assert await _collect(first) and await _collect(third)
+        finally:
+            await host.close()
+
+    run(scenario())
+
+
+def test_loading_another_model_waits_for_the_reply_in_flight_and_says_so(long_context_gguf, tiny_gguf):
+    async def scenario():
+        host, events = EngineHost(LlamaCppBackend()), []
+        host.subscribe(events.append)
+        try:
+            await host.load(str(long_context_gguf), LoadParams(n_ctx=1024))
+            reply = host.stream_chat(EngineKind.LLAMACPP, USER, SamplingParams(max_tokens=64, temperature=0.0))
+            first = await reply.__anext__()  # generating now
+            load = asyncio.ensure_future(host.load(str(tiny_gguf), LoadParams(n_ctx=512)))
+            await asyncio.sleep(0.2)
+            assert not load.done()
+            assert any(isinstance(e, LoadWaiting) and e.replies_ahead == 1 for e in events)
+            rest = await _collect(reply)
+            info = await load
+            assert first.text + rest and info.name == "tiny-test-model"
+            assert host.loaded(EngineKind.LLAMACPP).entry == str(tiny_gguf)
+            loaded = [e.entry for e in events if isinstance(e, ModelLoaded)]
+            assert loaded == [str(long_context_gguf), str(tiny_gguf)]
+        finally:
+            await host.close()
+
+    run(scenario())
+
+
+def test_a_killed_worker_is_reported_as_unloaded(tiny_gguf):
+    async def scenario():
+        backend = LlamaCppBackend()
+        host, events = EngineHost(backend), []
+        host.subscribe(events.append)
+        try:
+            await host.load(str(tiny_gguf), LoadParams(n_ctx=512))
+            backend.kill_worker()
+            for _ in range(200):
+                if any(isinstance(e, ModelUnloaded) for e in events):
+                    break
+                await asyncio.sleep(0.02)
+            assert any(isinstance(e, ModelUnloaded) and e.entry == str(tiny_gguf) for e in events)
+            assert host.loaded(EngineKind.LLAMACPP) is None
+            states = [e.state.kind for e in events if isinstance(e, EngineStateChanged)]
+            assert str(states[-1]) == "failed"
+        finally:
+            await host.close()
+
+    run(scenario())
+
+
+def test_vllm_replies_run_side_by_side():
+    async def scenario():
+        with FakeOpenAIServer() as fake:
+            fake.token_delay_s = 0.02
+            host = EngineHost(LlamaCppBackend())
+            try:
+                with pytest.raises(UnavailableError, match="No vLLM server is running"):
+                    host.engine_for("vllm:tiny-llama")
+                host.offer_vllm(VllmEndpoint(fake.base_url, "tiny-llama", None, "remote"))
+                await host.load("vllm:tiny-llama", LoadParams(n_ctx=512))
+                assert host.concurrent(EngineKind.VLLM)
+                replies = [host.stream_chat(EngineKind.VLLM, USER, GREEDY) for _ in range(4)]
+                assert [r.place for r in replies] == [None] * 4  # no line: vLLM batches them
+                texts = await asyncio.gather(*(_collect(r) for r in replies))
+                assert all(texts) and fake.max_in_flight == 4
+            finally:
+                await host.close()
+
+    run(scenario())
+
+
+def test_offering_and_withdrawing_vllm_tell_every_client():
+    async def scenario():
+        host, events = EngineHost(LlamaCppBackend()), []
+        host.subscribe(events.append)
+        remote = VllmEndpoint("http://127.0.0.1:9", "m", None, "remote")
+        host.offer_vllm(remote)
+        host.withdraw_vllm("managed")  # another source: the remote one stays
+        assert host.vllm_endpoint == remote and host.vllm_entries() == ["vllm:m"]
+        host.withdraw_vllm("remote")
+        changes = [e.endpoint for e in events if isinstance(e, VllmEndpointChanged)]
+        assert changes == [remote, None] and host.vllm_entries() == []
+        await host.close()
+
+    run(scenario())
+
+
+class StubServer:
+    """Stands in for VllmServer: ``start`` waits for ``gate``, fails with ``fail``; ``crash`` calls on_crash."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.fail, self.gate, self.stopped = fail, asyncio.Event(), False
+        self.base_url, self.served_model_name, self.pid = "http://127.0.0.1:9", "stub-model", 4242
+        self.elapsed, self.log_tail = 0.0, []
+        self._on_crash = None
+
+    async def start(self, on_log=None, on_phase=None, on_crash=None) -> None:
+        self._on_crash = on_crash
+        await self.gate.wait()
+        if self.fail:
+            raise VllmServerError(self.fail)
+
+    def crash(self) -> None:
+        self._on_crash(VllmServerError("vLLM exited with code 1"))
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def launch_command(self) -> str:
+        return "vllm serve stub"
+
+    def docker_command(self) -> str:
+        return "docker run stub"
+
+
+def test_the_apps_own_vllm_server_is_offered_when_ready_and_withdrawn_when_it_ends():
+    async def scenario():
+        host, events = EngineHost(LlamaCppBackend()), []
+        host.subscribe(events.append)
+        server = StubServer()
+        started = host.vllm_server.start(server, "secret")
+        assert host.vllm_server.server is server and host.vllm_server.starting
+        (starting,) = host_targets(host)
+        assert (starting.label, starting.root_pid, starting.metrics_url) == ("vLLM (starting)", 4242, None)
+        server.gate.set()
+        await started
+        assert host.vllm_endpoint == VllmEndpoint(server.base_url, "stub-model", "secret", "managed", 4242)
+        (target,) = host_targets(host)
+        assert (target.label, target.root_pid, target.metrics_url) == ("vLLM: stub-model", 4242, server.base_url)
+        server.crash()
+        assert host.vllm_endpoint is None and host.vllm_server.server is None
+        again = StubServer()
+        again.gate.set()
+        await host.vllm_server.start(again, None)
+        await host.vllm_server.stop()
+        assert again.stopped and host.vllm_endpoint is None
+        changes = [e.endpoint is not None for e in events if isinstance(e, VllmEndpointChanged)]
+        assert changes == [True, False, True, False]
+        await host.close()
+
+    run(scenario())
+
+
+def test_a_vllm_server_that_cannot_start_is_forgotten():
+    async def scenario():
+        host = EngineHost(LlamaCppBackend())
+        server = StubServer(fail="CUDA out of memory")
+        server.gate.set()
+        with pytest.raises(VllmServerError, match="out of memory"):
+            await host.vllm_server.start(server, None)
+        assert host.vllm_server.server is None and host.vllm_endpoint is None
+        stopping = StubServer()
+        start = host.vllm_server.start(stopping, None)
+        await host.vllm_server.stop()  # before it was ready: the start is cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        assert host.vllm_endpoint is None
+        await host.close()
+
+    run(scenario())
