@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.backends.http_lines import closing_lines
+from app.backends.ollama_fields import chat_fields, logprob_entries, ollama_messages, tool_call_pieces
 from app.backends.protocol import (
     BackendBase,
     BackendBusyError,
@@ -33,13 +34,14 @@ from app.backends.protocol import (
     KvUsage,
     ModelInfo,
     ModelLoadError,
+    RequestRefusedError,
     StateKind,
 )
 from app.core import safe_json
 from app.core.chat.conversation import ReplyStats
 from app.core.errors import InvalidInputError
 from app.core.lazy_import import lazy_import
-from app.core.params import LoadParams, SamplingParams
+from app.core.params import GenerationOptions, LoadParams, SamplingParams
 
 if TYPE_CHECKING:
     import httpx
@@ -178,6 +180,12 @@ def sampling_options(params: SamplingParams) -> dict[str, Any]:
         options["num_predict"] = params.max_tokens
     if params.seed is not None:
         options["seed"] = params.seed
+    if params.stop:
+        options["stop"] = list(params.stop)
+    if params.presence_penalty:
+        options["presence_penalty"] = params.presence_penalty
+    if params.frequency_penalty:
+        options["frequency_penalty"] = params.frequency_penalty
     return options
 
 
@@ -205,6 +213,7 @@ class _Reply:
     first_at: float | None = None
     last_at: float | None = None
     final: ollama.ChatResponse | None = None
+    calls: int = 0  # tool calls so far
 
 
 class OllamaBackend(BackendBase):
@@ -274,18 +283,25 @@ class OllamaBackend(BackendBase):
         self._model, self._kv = None, None
         self._set_state(StateKind.STOPPED)
 
-    async def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> AsyncIterator[Delta]:
-        """Stream a reply. ``stop()`` ends it (finish reason "stopped"); cancelling the consumer stops it too."""
+    async def stream_chat(
+        self, messages: list[dict[str, Any]], params: SamplingParams, options: GenerationOptions | None = None
+    ) -> AsyncIterator[Delta]:
+        """Stream a reply. ``stop()`` ends it (finish reason "stopped"); cancelling the consumer stops it too.
+
+        ``options``: Ollama enforces ``format`` (JSON or a schema) and parses tool calls itself (they come as
+        ``Delta.tool_calls``); a forced tool choice or a raw grammar is refused (InvalidInputError)."""
+        fields = chat_fields(options)
         if self.generating:
             raise BackendBusyError("A reply is already being generated. Stop it first.")
         if self._model is None:
             raise BackendError("No model is loaded. Choose an Ollama model and load it first.")
         name = self._model.name
-        options = {**self._options, **sampling_options(params)}
+        model_options = {**self._options, **sampling_options(params)}
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         reply = _Reply(sent_at=time.perf_counter())
         self._stopping = False
-        self._pump = asyncio.create_task(self._pump_chat(name, messages, options, queue))
+        body = {"model": name, "messages": ollama_messages(messages), "options": model_options, **fields}
+        self._pump = asyncio.create_task(self._pump_chat(body, queue))
         self._set_state(StateKind.GENERATING, name)
         finish: str | None = None
         try:
@@ -302,14 +318,16 @@ class OllamaBackend(BackendBase):
                     raise self._generation_error(value, "".join(reply.parts))
                 chunk: ollama.ChatResponse = value
                 text = chunk.message.content or ""
+                calls = tool_call_pieces(chunk.message.tool_calls, reply.calls)
+                reply.calls += len(calls)
                 if chunk.done:
                     reply.final = chunk
-                if text:
+                if text or calls:
                     now = time.perf_counter()
                     reply.first_at = reply.first_at or now
                     reply.last_at = now
                     reply.parts.append(text)
-                    yield Delta(text)
+                    yield Delta(text, logprobs=logprob_entries(chunk.logprobs), tool_calls=calls or None)
         finally:
             pump, self._pump = self._pump, None
             if pump is not None and not pump.done():
@@ -333,14 +351,12 @@ class OllamaBackend(BackendBase):
         self._set_state(StateKind.STOPPED)
 
     # --- internals ------------------------------------------------------------------------------------------
-    async def _pump_chat(
-        self, model: str, messages: list[dict[str, str]], options: dict[str, Any], queue: asyncio.Queue[Any]
-    ) -> None:
-        """Read the chat stream into ``queue``; cancelling this task closes the HTTP response.
+    async def _pump_chat(self, body: dict[str, Any], queue: asyncio.Queue[Any]) -> None:
+        """Read the chat stream of ``body`` into ``queue``; cancelling this task closes the HTTP response.
 
         The request and its errors are the official client's (``ResponseError``, status -1 for an error line).
         """
-        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True, "options": options}
+        body = {**body, "stream": True}
         if self._keep_alive is not None:
             body["keep_alive"] = self._keep_alive
         try:
@@ -404,6 +420,8 @@ class OllamaBackend(BackendBase):
                 )
             if exc.status_code == -1:  # an {"error"} line in the stream
                 return GenerationError(f"Ollama stopped with an error: {exc.error}.{kept}", partial)
+            if exc.status_code == 400:  # the request as asked (a schema, tools for a model without them)
+                return RequestRefusedError(f"Ollama refused the request: {exc.error}", partial)
             return GenerationError(f"Ollama could not generate a reply: {exc.error} (HTTP {exc.status_code}).", partial)
         log.error("Unexpected failure streaming from Ollama: %r", exc)
         return GenerationError(f"Generating through Ollama failed: {exc}.{kept}", partial)

@@ -26,7 +26,7 @@ from app.backends.protocol import Delta
 from app.core import safe_json
 from app.core.chat.conversation import ReplyStats
 from app.core.lazy_import import lazy_import
-from app.core.params import SamplingParams
+from app.core.params import GenerationOptions, SamplingParams
 
 if TYPE_CHECKING:
     import httpx
@@ -35,6 +35,7 @@ else:
 
 
 CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
 DONE = "[DONE]"  # the data of the last server-sent event
 
 
@@ -54,11 +55,44 @@ def openai_client(base_url: str, api_key: str | None) -> httpx.AsyncClient:
     )  # fmt: skip
 
 
-def request_body(model: str, messages: list[dict[str, str]], params: SamplingParams) -> dict[str, Any]:
-    """The streaming ``/v1/chat/completions`` body: sampling in vLLM's terms (typical_p has no equivalent)."""
+def request_body(
+    model: str, messages: list[dict[str, Any]], params: SamplingParams, options: GenerationOptions | None = None
+) -> dict[str, Any]:
+    """The streaming ``/v1/chat/completions`` body: sampling in vLLM's terms (typical_p has no equivalent), and
+    ``options`` as OpenAI's fields (vLLM enforces ``response_format`` and parses tool calls itself)."""
+    return {**_sampling_body(model, params), "messages": messages, **_options_body(options, chat=True)}
+
+
+def completion_body(
+    model: str, prompt: str, params: SamplingParams, options: GenerationOptions | None = None
+) -> dict[str, Any]:
+    """The streaming ``/v1/completions`` body for a raw ``prompt``."""
+    return {**_sampling_body(model, params), "prompt": prompt, **_options_body(options, chat=False)}
+
+
+def _options_body(options: GenerationOptions | None, *, chat: bool) -> dict[str, Any]:
+    if options is None:
+        return {}
+    body: dict[str, Any] = {}
+    if options.format_type != "text":
+        body["response_format"] = options.response_format
+    if chat and options.tools:
+        body["tools"] = options.tools
+        body["tool_choice"] = options.tool_choice or "auto"
+        if not options.parallel_tool_calls:
+            body["parallel_tool_calls"] = False
+    if options.logprobs:  # chat: a flag and a count; completions: the count itself
+        if chat:
+            body["logprobs"] = True
+            body["top_logprobs"] = options.top_logprobs or 0
+        else:
+            body["logprobs"] = options.top_logprobs or 0
+    return body
+
+
+def _sampling_body(model: str, params: SamplingParams) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
-        "messages": messages,
         "stream": True,
         "stream_options": {"include_usage": True},
         "temperature": params.temperature,
@@ -161,28 +195,58 @@ def absorb(reply: Reply, chunk: Any) -> str:
     """Take one SSE chunk into ``reply``; returns its text. Raises StreamError for an error event.
 
     Parts of the wrong shape (a server's bug, or a hostile one) are ignored rather than raised."""
+    delta = absorb_delta(reply, chunk)
+    return delta.text if delta is not None else ""
+
+
+def absorb_delta(reply: Reply, chunk: Any) -> Delta | None:
+    """As ``absorb``, the chunk's whole piece: text (a chat delta's ``content`` or a completion's ``text``),
+    tool-call pieces and logprobs (chat: ``logprobs.content``; completions: turned into that shape); None when
+    the chunk carries none of them."""
     message = error_message(chunk)
     if message is not None:
         raise StreamError(message)
     if not isinstance(chunk, dict):
-        return ""
+        return None
     if isinstance(usage := chunk.get("usage"), dict) and usage:
         reply.usage = usage
-    text = ""
+    text, calls, logprobs = "", [], []
     choices = chunk.get("choices")
     for choice in choices if isinstance(choices, list) else []:
         if not isinstance(choice, dict):
             continue
-        delta = choice.get("delta")
-        content = delta.get("content") if isinstance(delta, dict) else None
+        delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+        content = delta.get("content", choice.get("text"))
         text += content if isinstance(content, str) else ""
+        calls += [c for c in delta.get("tool_calls") or [] if isinstance(c, dict)]
+        logprobs += _logprob_entries(choice.get("logprobs"))
         reply.finish = choice.get("finish_reason") or reply.finish
-    if text:
+    if text or calls:
         now = time.perf_counter()
         reply.first_at = reply.first_at or now
         reply.last_at = now
         reply.parts.append(text)
-    return text
+    if not (text or calls or logprobs):
+        return None
+    return Delta(text, logprobs=logprobs or None, tool_calls=calls or None)
+
+
+def _logprob_entries(logprobs: Any) -> list[dict[str, Any]]:
+    """OpenAI chat entries from a chat ``logprobs.content`` or a completion's ``tokens``/``token_logprobs``."""
+    if not isinstance(logprobs, dict):
+        return []
+    if isinstance(logprobs.get("content"), list):
+        return [e for e in logprobs["content"] if isinstance(e, dict)]
+    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    if not isinstance(tokens, list) or not isinstance(values, list):
+        return []
+    tops: list[Any] = logprobs["top_logprobs"] if isinstance(logprobs.get("top_logprobs"), list) else []
+    tops += [None] * (len(tokens) - len(tops))
+    return [
+        {"token": token, "logprob": value, "bytes": list(str(token).encode()),
+         "top_logprobs": [{"token": t, "logprob": v, "bytes": list(str(t).encode())} for t, v in (top or {}).items()]}
+        for token, value, top in zip(tokens, values, tops, strict=False)
+    ]  # fmt: skip
 
 
 class ChatStream(AsyncIterator[Delta]):
@@ -229,6 +293,7 @@ async def run_reply(
     body: dict[str, Any],
     *,
     client: Callable[[], httpx.AsyncClient],
+    path: str = CHAT_PATH,
     begin: Callable[[ChatStream], None] | None = None,
     end: Callable[[ChatStream, ReplyStats], None] | None = None,
     failure: Callable[[BaseException, str], Exception],
@@ -242,7 +307,7 @@ async def run_reply(
     """
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     reply = Reply(sent_at=time.perf_counter())
-    stream._pump = asyncio.create_task(_pump(client(), body, queue))
+    stream._pump = asyncio.create_task(_pump(client(), body, queue, path))
     if begin is not None:
         begin(stream)
     finish: str | None = None
@@ -255,16 +320,17 @@ async def run_reply(
             if kind == "end":
                 finish = reply.finish or "stop"
                 return
+            delta = None
             if kind == "chunk":
                 try:
-                    text = absorb(reply, value)
+                    delta = absorb_delta(reply, value)
                 except StreamError as exc:
                     kind, value = "error", exc
             if kind == "error":
                 finish = "error"
                 raise failure(value, "".join(reply.parts))
-            if text:
-                yield Delta(text)
+            if delta is not None:
+                yield delta
     finally:
         pump = stream._pump
         if not pump.done():
@@ -275,10 +341,12 @@ async def run_reply(
             end(stream, stats)
 
 
-async def _pump(client: httpx.AsyncClient, body: dict[str, Any], queue: asyncio.Queue[tuple[str, Any]]) -> None:
-    """Read the SSE stream into ``queue``; cancelling this task closes the HTTP request."""
+async def _pump(
+    client: httpx.AsyncClient, body: dict[str, Any], queue: asyncio.Queue[tuple[str, Any]], path: str = CHAT_PATH
+) -> None:
+    """Read the SSE stream of ``path`` into ``queue``; cancelling this task closes the HTTP request."""
     try:
-        async with client.stream("POST", CHAT_PATH, json=body) as response:
+        async with client.stream("POST", path, json=body) as response:
             if response.status_code != 200:
                 await response.aread()
                 raise HttpError(response.status_code, error_message(json_or_none(response)) or response.text)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from app.core.chat.conversation import ReplyStats
-from app.core.errors import AppError, ErrorKind
-from app.core.params import LoadParams, SamplingParams
+from app.core.errors import AppError, ErrorKind, InvalidInputError
+from app.core.params import GenerationOptions, LoadParams, SamplingParams
 
 
 class BackendError(AppError):
@@ -32,6 +32,13 @@ class GenerationError(BackendError):
     def __init__(self, message: str, partial: str = "") -> None:
         super().__init__(message)
         self.partial = partial
+
+
+class RequestRefusedError(GenerationError, InvalidInputError):
+    """The engine refused the request as asked (a schema it cannot enforce, a tool choice it cannot force, a
+    chat sent to an embedding model): the caller changes the request. Nothing was generated."""
+
+    kind = ErrorKind.INVALID_INPUT  # GenerationError's ENGINE_FAILED would come first in the MRO
 
 
 class StateKind(StrEnum):
@@ -79,9 +86,15 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class Delta:
-    """A piece of a streamed reply."""
+    """A piece of a streamed reply. ``logprobs``: one entry per token of this piece, in OpenAI's shape
+    (``{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}``), when they were asked
+    for. ``tool_calls``: tool-call pieces an engine parsed itself (vLLM, Ollama), in OpenAI's streaming shape
+    (``{"index", "id"?, "type"?, "function": {"name"?, "arguments"}}``; ``arguments`` is JSON text, possibly in
+    parts). llama.cpp leaves calls in ``text``: the reply parser finds them."""
 
     text: str
+    logprobs: list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 StateListener = Callable[[BackendState], None]
@@ -139,8 +152,12 @@ class Backend(Protocol):
 
     async def unload(self) -> None: ...
 
-    def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> AsyncIterator[Delta]:
-        """Yield the reply; cancelling the consuming task (or closing the iterator) stops at the next token."""
+    def stream_chat(
+        self, messages: list[dict[str, Any]], params: SamplingParams, options: GenerationOptions | None = None
+    ) -> AsyncIterator[Delta]:
+        """Yield the reply; cancelling the consuming task (or closing the iterator) stops at the next token.
+        ``options`` (structured output, tools, logprobs) are enforced or refused with RequestRefusedError /
+        InvalidInputError, never ignored."""
         ...
 
     def stop(self) -> None:
@@ -186,3 +203,26 @@ class WorkerProcessBackend(Protocol):
 
     @property
     def generated_tokens_total(self) -> int: ...
+
+
+@runtime_checkable
+class TextCompletion(Protocol):
+    """An engine that continues a raw prompt (no chat template): OpenAI's ``/v1/completions``."""
+
+    def stream_completion(
+        self, prompt: str, params: SamplingParams, options: GenerationOptions | None = None
+    ) -> AsyncIterator[Delta]: ...
+
+
+@runtime_checkable
+class Embeddings(Protocol):
+    """An engine that turns texts into vectors (a model loaded for embeddings)."""
+
+    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+@runtime_checkable
+class TokenCounting(Protocol):
+    """An engine that counts a chat's prompt tokens as it would render them (chat template, tools included)."""
+
+    async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int: ...

@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from app.backends.http_json import response_json
 from app.backends.openai_stream import (
+    CHAT_PATH,
+    COMPLETIONS_PATH,
     ChatStream,
     HttpError,
     StreamError,
     StreamTruncated,
+    completion_body,
     error_message,
     json_or_none,
     openai_client,
@@ -37,12 +40,14 @@ from app.backends.protocol import (
     KvUsage,
     ModelInfo,
     ModelLoadError,
+    RequestRefusedError,
     StateKind,
 )
 from app.backends.server_url import normalize_server_url
 from app.core.chat.conversation import ReplyStats
+from app.core.errors import InvalidInputError
 from app.core.lazy_import import lazy_import
-from app.core.params import LoadParams, SamplingParams
+from app.core.params import GenerationOptions, LoadParams, SamplingParams
 from app.core.vllm.metrics import MetricsParseError, VllmMetrics, parse_metrics
 
 if TYPE_CHECKING:
@@ -137,13 +142,38 @@ class VllmBackend(BackendBase):
         self._model, self._metrics = None, None
         self._set_state(StateKind.STOPPED)
 
-    def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> ChatStream:
-        """Start streaming a reply; other replies may be in flight. Cancelling the consumer stops it too."""
+    def stream_chat(
+        self, messages: list[dict[str, Any]], params: SamplingParams, options: GenerationOptions | None = None
+    ) -> ChatStream:
+        """Start streaming a reply; other replies may be in flight. Cancelling the consumer stops it too.
+
+        ``options`` travel as OpenAI's fields: vLLM enforces ``response_format`` itself and, when started with
+        tool parsing on, returns ``tool_calls``; a request it refuses raises RequestRefusedError (HTTP 400)."""
+        self._check_options(options)
+        return self._open(request_body(self._served, messages, params, options), CHAT_PATH)
+
+    def stream_completion(
+        self, prompt: str, params: SamplingParams, options: GenerationOptions | None = None
+    ) -> ChatStream:
+        """Continue ``prompt`` as raw text through ``/v1/completions``."""
+        self._check_options(options)
+        if options is not None and options.tools:
+            raise InvalidInputError("A text completion cannot call tools; send the tools with a chat instead.")
+        return self._open(completion_body(self._served, prompt, params, options), COMPLETIONS_PATH)
+
+    def _check_options(self, options: GenerationOptions | None) -> None:
         if self._model is None:
             raise BackendError("No model is loaded. Choose a vLLM model and load it first.")
-        body = request_body(self._served, messages, params)
+        if options is None:
+            return
+        options.check()
+        if options.grammar is not None:
+            raise InvalidInputError("A raw grammar works on llama.cpp only; ask vLLM for a JSON schema instead.")
+
+    def _open(self, body: dict[str, Any], path: str) -> ChatStream:
         return ChatStream(lambda stream: run_reply(
-            stream, body, client=lambda: self._client, begin=self._begin, end=self._end, failure=self._generation_error
+            stream, body, client=lambda: self._client, path=path, begin=self._begin, end=self._end,
+            failure=self._generation_error,
         ))  # fmt: skip
 
     def stop(self) -> None:
@@ -269,6 +299,8 @@ class VllmBackend(BackendBase):
         if isinstance(exc, HttpError):
             if exc.status == 401:
                 return GenerationError(self._key_refused(), partial)
+            if exc.status in (400, 422):  # the request as asked (a schema, tool choice, context length)
+                return RequestRefusedError(f"vLLM refused the request (HTTP {exc.status}): {exc}", partial)
             return GenerationError(f"vLLM refused the request (HTTP {exc.status}): {exc}", partial)
         if isinstance(exc, httpx.ConnectError):
             self._model = None

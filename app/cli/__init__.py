@@ -43,6 +43,8 @@ VERB_MODULES = (
     "monitor",
     "hub",
     "render",
+    "history",
+    "serve",
 )
 
 

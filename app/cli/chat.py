@@ -51,10 +51,13 @@ def chat(args: argparse.Namespace) -> int:
 
 async def _chat(model: str, load: LoadParams, sampling: SamplingParams, messages: list[dict[str, str]]) -> dict:
     """One reply through the engine host, as the window and the API server get theirs."""
+    from app.backends.llamacpp.backend import LlamaCppBackend
     from app.services.engines.entries import EngineKind
     from app.services.engines.host import EngineHost
+    from app.services.paths import app_paths
 
-    host = EngineHost()  # chat() has checked the memory; the worker still refuses what RAM cannot hold
+    # chat() has checked the memory; the worker still refuses what RAM cannot hold
+    host = EngineHost(LlamaCppBackend(kernel_fallback_marker=app_paths().llama_kernel_fallback))
     try:
         info = await host.load(model, load)
         if info.chat_format is not None and load.chat_format is None:

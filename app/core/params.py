@@ -28,6 +28,7 @@ class LoadParams:
     main_gpu: int = 0
     repeat_last_n: int = 64  # tokens the repeat penalty looks back over (llama.cpp: last_n_tokens_size)
     lora_path: str | None = None  # a GGUF LoRA adapter applied at load
+    embedding: bool = False  # load for embeddings only (llama.cpp: a pooled vector per text; no chat)
 
     def problems(self) -> list[str]:
         """Human-readable reasons this combination cannot load, empty when it can."""
@@ -81,3 +82,130 @@ class SamplingParams:
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
+
+
+RESPONSE_FORMAT_TYPES = ("text", "json_object", "json_schema")
+TOOL_CHOICE_MODES = ("auto", "none", "required")
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """What a request asks beyond sampling, in OpenAI's terms (the API server's options): structured output
+    (``response_format``), tools (``tools``, ``tool_choice``, ``parallel_tool_calls``), per-token ``logprobs``
+    with ``top_logprobs`` alternatives, and ``grammar`` (raw GBNF, internal: llama.cpp only). The defaults ask
+    for nothing. ``check()`` refuses shapes no engine can honour; each engine refuses what it cannot enforce."""
+
+    response_format: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    grammar: str | None = None
+
+    # --- what is asked, in short ------------------------------------------------------------------------
+    @property
+    def format_type(self) -> str:
+        """``text``, ``json_object`` or ``json_schema``."""
+        return str((self.response_format or {}).get("type") or "text")
+
+    @property
+    def json_schema(self) -> dict[str, Any] | None:
+        """The schema of a ``json_schema`` response format, else None."""
+        if self.format_type != "json_schema":
+            return None
+        schema = ((self.response_format or {}).get("json_schema") or {}).get("schema")
+        return schema if isinstance(schema, dict) else None
+
+    @property
+    def tool_mode(self) -> str:
+        """``none`` (no tools, or told not to call one), ``auto``, ``required`` or ``named``."""
+        if not self.tools or self.tool_choice == "none":
+            return "none"
+        if isinstance(self.tool_choice, dict):
+            return "named"
+        return str(self.tool_choice or "auto")
+
+    @property
+    def named_tool(self) -> str | None:
+        if isinstance(self.tool_choice, dict):
+            name = (self.tool_choice.get("function") or {}).get("name")
+            return str(name) if name else None
+        return None
+
+    @property
+    def prompt_tools(self) -> list[dict[str, Any]] | None:
+        """The tools the model is shown: none when it must not call one (OpenAI's ``tool_choice: none``)."""
+        return self.tools if self.tool_mode != "none" else None
+
+    def tool_names(self) -> list[str]:
+        return [str(t["function"]["name"]) for t in self.tools or [] if _is_function_tool(t)]
+
+    # --- validation ---------------------------------------------------------------------------------------
+    def problems(self) -> list[str]:
+        """What is malformed, in words a client can act on; empty when the options make sense."""
+        found = self._format_problems() + self._tool_problems()
+        if self.top_logprobs is not None:
+            if not isinstance(self.top_logprobs, int) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+                found.append(f"top_logprobs must be a whole number from 0 to {MAX_TOP_LOGPROBS}.")
+            elif not self.logprobs:
+                found.append("top_logprobs needs logprobs set to true.")
+        if self.grammar is not None and (self.format_type != "text" or self.tool_mode in ("required", "named")):
+            found.append("Give either a grammar or a JSON response format / forced tool call, not both.")
+        return found
+
+    def check(self) -> None:
+        """Raise InvalidInputError naming every problem (see ``problems``)."""
+        from app.core.errors import InvalidInputError
+
+        if found := self.problems():
+            raise InvalidInputError(" ".join(found))
+
+    def _format_problems(self) -> list[str]:
+        fmt = self.response_format
+        if fmt is None:
+            return []
+        if not isinstance(fmt, dict) or fmt.get("type") not in RESPONSE_FORMAT_TYPES:
+            return [f"response_format.type must be one of {', '.join(RESPONSE_FORMAT_TYPES)}."]
+        if fmt["type"] == "json_schema" and self.json_schema is None:
+            return ["response_format json_schema needs json_schema.schema: a JSON Schema object."]
+        return []
+
+    def _tool_problems(self) -> list[str]:
+        found = []
+        if self.tools is not None:
+            if not isinstance(self.tools, list) or not all(_is_function_tool(t) for t in self.tools):
+                return ['tools must be a list of {"type": "function", "function": {"name": ..., "parameters": {...}}}.']
+            names = self.tool_names()
+            if len(set(names)) != len(names):
+                found.append("Each tool needs its own name; two tools share one.")
+            if any(not isinstance(t["function"].get("parameters", {}), dict) for t in self.tools):
+                found.append("A tool's parameters must be a JSON Schema object.")
+        choice = self.tool_choice
+        if isinstance(choice, dict):
+            if choice.get("type") != "function" or not self.named_tool:
+                found.append('tool_choice must be "auto", "none", "required" or {"type": "function", "function": '
+                             '{"name": ...}}.')  # fmt: skip
+            elif self.named_tool not in self.tool_names():
+                found.append(f"tool_choice names the function '{self.named_tool}', which is not among the tools.")
+        elif choice is not None and choice not in TOOL_CHOICE_MODES:
+            found.append('tool_choice must be "auto", "none", "required" or a named function.')
+        elif choice == "required" and not self.tools:
+            found.append('tool_choice "required" needs tools.')
+        return found
+
+    # --- transport ----------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationOptions:
+        return cls(**_known(cls, data))
+
+
+def _is_function_tool(tool: Any) -> bool:
+    if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+        return False
+    function = tool.get("function")
+    return isinstance(function, dict) and isinstance(function.get("name"), str) and bool(function["name"])

@@ -40,6 +40,13 @@ class Settings:
     prometheus_port: int = 9464
     theme: str = "system"  # "system" | "light" | "dark"
     restore_last_model: bool = True  # load the last model used when the app starts
+    chat_drawer_open: bool | None = None  # the chat's settings drawer; None: open on a wide window only
+    chat_list_open: bool = True  # the chat page's list of chats
+    api_host: str = "127.0.0.1"  # the local API server (the Server page): this machine only unless changed
+    api_port: int = 8417
+    api_key: str = field(default="", repr=False)  # empty: no key (allowed on 127.0.0.1 only); never logged
+    api_idle_ttl_s: float = 3600.0  # a model the server loaded unloads after this long without requests
+    api_autostart: bool = False  # start the server with the window
 
     def remember_model(self, path: str) -> None:
         self.recent_models = [path] + [p for p in self.recent_models if p != path]
@@ -65,6 +72,13 @@ class Settings:
             "prometheus_port": self.prometheus_port,
             "theme": self.theme,
             "restore_last_model": self.restore_last_model,
+            "chat_drawer_open": self.chat_drawer_open,
+            "chat_list_open": self.chat_list_open,
+            "api_host": self.api_host,
+            "api_port": self.api_port,
+            "api_key": self.api_key,
+            "api_idle_ttl_s": self.api_idle_ttl_s,
+            "api_autostart": self.api_autostart,
         }
 
     @classmethod
@@ -94,12 +108,23 @@ class Settings:
                 prometheus_port=int(data.get("prometheus_port", 9464)),
                 theme=_theme(data.get("theme", "system")),
                 restore_last_model=bool(data.get("restore_last_model", True)),
+                chat_drawer_open=_optional_bool(data.get("chat_drawer_open")),
+                chat_list_open=bool(data.get("chat_list_open", True)),
+                api_host=str(data.get("api_host", "127.0.0.1")),
+                api_port=int(data.get("api_port", 8417)),
+                api_key=str(data.get("api_key", "")),
+                api_idle_ttl_s=float(data.get("api_idle_ttl_s", 3600.0)),
+                api_autostart=bool(data.get("api_autostart", False)),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise SettingsError(f"The settings file has a value of the wrong type ({exc}).") from exc
 
 
 THEMES = ("system", "light", "dark")
+
+
+def _optional_bool(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
 
 
 def _theme(value: object) -> str:

@@ -46,6 +46,11 @@ class AppPaths:
         return self.cache_dir / "llm-workstation.log"
 
     @property
+    def llama_kernel_fallback(self) -> Path:
+        """Present when llama.cpp's CPU-specific kernels crashed here: models load without them."""
+        return self.cache_dir / "llama-kernel-fallback"
+
+    @property
     def downloads_queue(self) -> Path:
         return self.data_dir / "downloads.json"
 

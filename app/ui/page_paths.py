@@ -16,5 +16,6 @@ PAGE_PATHS: dict[str, tuple[str, str | None]] = {
     "batch/runner": ("Batch", "Batch runner"),
     "bench": ("Bench", None),
     "monitor": ("Monitor", None),
+    "server": ("Server", None),
     "settings": ("Settings", None),
 }

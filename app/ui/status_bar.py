@@ -1,14 +1,33 @@
-"""The status bar: backend state, loaded model, context used and the last reply's speed."""
+"""The status bar: backend state, loaded model, the chat's context use and the last reply's speed. Every label
+shrinks (long model names are elided), so the status bar never widens the window."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QStatusBar, QToolButton, QWidget
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar, QToolButton, QWidget
 
 from app.backends.protocol import BackendState, KvUsage, ModelInfo
 from app.core.chat.conversation import ReplyStats
 from app.core.units import MISSING, format_tokens_per_s
+from app.services.library.names import model_display_name
+from app.ui.widgets.elided_label import ElidedLabel
 
 ENGINE_NAMES = {"llamacpp": "llama.cpp", "ollama": "Ollama", "vllm": "vLLM"}
+MODEL_LABEL_WIDTH = 260  # at most; the name is elided in the middle below that
+
+
+class _StatusLabel(ElidedLabel):
+    """An elided label whose preferred width has room for its margins (so it is whole when there is room); it
+    shrinks to a few characters when there is not."""
+
+    def __init__(self, text: str = "", mode: Qt.TextElideMode = Qt.TextElideMode.ElideMiddle) -> None:
+        super().__init__(text, mode=mode)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+
+    def sizeHint(self) -> QSize:
+        margins = self.contentsMargins()
+        hint = super().sizeHint()
+        return QSize(hint.width() + margins.left() + margins.right(), hint.height())
 
 
 class AppStatusBar(QStatusBar):
@@ -17,13 +36,14 @@ class AppStatusBar(QStatusBar):
         self.backend_label = QToolButton()  # click: switch this chat's engine/model
         self.backend_label.setText("llama.cpp: stopped")
         self.backend_label.setAutoRaise(True)
-        self.model_label = QLabel("No model loaded")
-        self.context_label = QLabel(f"Context: {MISSING}")
-        self.speed_label = QLabel(f"Last reply: {MISSING}")
+        self.model_label = _StatusLabel("No model loaded")
+        self.model_label.setMaximumWidth(MODEL_LABEL_WIDTH)
+        self.context_label = _StatusLabel(f"Context: {MISSING}", mode=Qt.TextElideMode.ElideRight)
+        self.speed_label = _StatusLabel(f"Last reply: {MISSING}", mode=Qt.TextElideMode.ElideRight)
         for label in (self.backend_label, self.model_label, self.context_label, self.speed_label):
             label.setContentsMargins(6, 0, 6, 0)
             self.addPermanentWidget(label)
-        self.context_label.setToolTip("Tokens in the context (KV cells used) / context size (n_ctx)")
+        self.context_label.setToolTip("Tokens this chat fills in the model's context / the context size")
         self.alert_label = QLabel()  # monitor alerts (KV full, preemptions, VRAM, memory left after unload)
         self.alert_label.setObjectName("status_alerts")
         self.alert_label.setContentsMargins(6, 0, 6, 0)
@@ -41,19 +61,28 @@ class AppStatusBar(QStatusBar):
         self.backend_label.setToolTip(f"{state.detail}\nClick to move this chat to another engine or model.".strip())
 
     def show_model(self, model: ModelInfo | None) -> None:
-        self.model_label.setText(model.name if model else "No model loaded")
-        self.model_label.setToolTip(model.path if model else "")
+        name = model_display_name(model.name, model.path) if model else "No model loaded"
+        self.model_label.set_full_text(name)
+        self.model_label.setToolTip(f"{name}\n{model.path}" if model else "")
         if model is None:
-            self.context_label.setText(f"Context: {MISSING}")
+            self.context_label.set_full_text(f"Context: {MISSING}")
+
+    def show_context(self, used: int | None, total: int | None, estimated: bool = False) -> None:
+        """The chat's context use: ``used`` of ``total`` tokens (``estimated``: a rough count, marked ~)."""
+        if total is None:
+            self.context_label.set_full_text(f"Context: {MISSING}")
+        elif used is None:
+            self.context_label.set_full_text(f"Context: {MISSING} / {total:,}")
+        else:
+            mark = "~" if estimated else ""
+            self.context_label.set_full_text(f"Context: {mark}{used:,} / {total:,} ({used / total:.0%})")
 
     def show_kv(self, kv: KvUsage | None) -> None:
-        if kv is None:
-            self.context_label.setText(f"Context: {MISSING}")
-            return
-        self.context_label.setText(f"Context: {kv.used_cells:,} / {kv.total_cells:,} ({kv.fraction:.0%})")
+        """The engine's KV cache use as the context figure."""
+        self.show_context(kv.used_cells if kv else None, kv.total_cells if kv else None)
 
     def show_stats(self, stats: ReplyStats | None) -> None:
         if stats is None or not stats.decode_tokens_per_s:
             return
-        self.speed_label.setText(f"Last reply: {format_tokens_per_s(stats.decode_tokens_per_s)}")
+        self.speed_label.set_full_text(f"Last reply: {format_tokens_per_s(stats.decode_tokens_per_s)}")
         self.speed_label.setToolTip(stats.summary())

@@ -23,6 +23,7 @@ class StallWatchdog(QObject):
         super().__init__(parent)
         self.threshold_s = threshold_s
         self.stalls = 0
+        self.longest_s = 0.0  # the longest stall seen (how late a beat came), for benchmarks
         self._beat = time.monotonic()
         self._gui_thread = threading.get_ident()
         self._stop = threading.Event()
@@ -41,7 +42,15 @@ class StallWatchdog(QObject):
         self._timer.stop()
 
     def _on_beat(self) -> None:
+        now = time.monotonic()
+        self.longest_s = max(self.longest_s, now - self._beat - HEARTBEAT_MS / 1000)
+        self._beat = now
+
+    def reset_longest(self) -> float:
+        """The longest stall so far (seconds), and start counting afresh."""
+        longest, self.longest_s = self.longest_s, 0.0
         self._beat = time.monotonic()
+        return longest
 
     def _watch(self) -> None:
         reported_beat = None

@@ -154,3 +154,17 @@ def test_bench_download_reports_throughput_and_the_resume_after_a_kill(capsys):
 def test_bench_download_rejects_a_bad_size(capsys):
     code = commands_hub.run_bench(argparse.Namespace(size_mb=0, runs=1, json=False))
     assert code == 2 and "--size-mb and --runs must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["hub", "search", "qwen"], ["hub", "files", "org/Big-GGUF"]])
+def test_an_unreachable_hub_fails_within_5_s_with_one_line(capsys, monkeypatch, tmp_path, argv):
+    from tests.services.test_hub import closed_port
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    started = time.monotonic()
+    code, _, err = cli(capsys, *argv)
+    assert time.monotonic() - started < 5
+    last = err.strip().splitlines()[-1]
+    assert code != 0 and last.startswith("llm-workstation: Cannot reach the Hub at http://127.0.0.1:")
+    assert "Traceback" not in err

@@ -33,7 +33,7 @@ PARAMETER presence_penalty 0.3
 PARAMETER frequency_penalty 0.4
 PARAMETER stop <|im_end|>
 PARAMETER stop "User:"
-TEMPLATE {{ .Prompt }}
+TEMPLATE "[INST] {{ .Prompt }} [/INST]"
 ADAPTER ./lora.gguf
 """
 
@@ -56,6 +56,14 @@ def test_llamacpp_mapping_applies_every_supported_option():
     assert preset.model == "./model.gguf"
     assert {i.name for i in preset.ignored} == {"num_keep", "TEMPLATE"}
     assert all(i.reason for i in preset.ignored)
+
+
+@pytest.mark.parametrize("template", ["{{ .Prompt }}", "{{- .Prompt -}}", '"{{ .Prompt }}"'])
+def test_a_raw_template_is_text_continuation_for_llamacpp(template):
+    preset = to_llamacpp(parse_modelfile(f"FROM x\nTEMPLATE {template}\n"), LoadParams(), SamplingParams())
+    assert preset.load.chat_format == "text-continuation" and preset.ignored == []
+    vllm = to_vllm(parse_modelfile(f"FROM x\nTEMPLATE {template}\n"))
+    assert [i.name for i in vllm.ignored] == ["TEMPLATE"]
 
 
 def test_vllm_mapping_requests_flags_and_gaps():

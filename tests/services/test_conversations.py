@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat.conversation import Message, MessageStatus, ReplyStats, Role
+from app.core.chat.conversation import Conversation, Message, MessageStatus, ReplyStats, Role
 from app.services.chat.history import (
     SCHEMA_VERSION,
     AsyncConversationStore,
+    ConversationPage,
     ConversationStore,
     ConversationStoreError,
     NotFoundError,
@@ -228,6 +229,126 @@ def test_unknown_ids_and_misuse_raise_clear_errors(store: ConversationStore) -> 
     store.close()
     with pytest.raises(ConversationStoreError, match="closed"):
         store.list_conversations()
+
+
+# --- pages -----------------------------------------------------------------------------------------------------
+
+
+def _imported(store: ConversationStore, count: int, messages: int = 0) -> list[int]:
+    """``count`` chats, one a minute apart (the last newest), each with ``messages`` alternating turns."""
+    roles = [Role.USER, Role.ASSISTANT]
+    return store.import_conversations(
+        Conversation(
+            f"chat {i}",
+            messages=[Message(roles[j % 2], f"{i}.{j}") for j in range(messages)],
+            updated_at=1_700_000_000.0 + 60 * i,
+        )
+        for i in range(count)
+    )
+
+
+def test_conversation_pages_cover_every_chat_once_newest_first(store: ConversationStore) -> None:
+    ids = _imported(store, 25)
+    seen: list[int] = []
+    page = store.conversations_page(10)
+    while True:
+        assert page.total == 25 and len(page.chats) <= 10
+        seen += [chat.id for chat in page.chats]
+        if page.after is None:
+            break
+        page = store.conversations_page(10, page.after)
+    assert seen == ids[::-1]
+    assert store.count_conversations() == 25
+    first = store.conversations_page(10)
+    assert first.chats[0] == (ids[-1], "chat 24", 1_700_000_000.0 + 60 * 24)  # (id, title, updated_at)
+    assert store.conversations_page(25).after is None  # exactly one page: no cursor to a next one
+
+
+def test_a_chat_touched_between_pages_neither_repeats_nor_hides_the_rest(store: ConversationStore) -> None:
+    ids = _imported(store, 6)
+    page = store.conversations_page(3)
+    store.append_message(ids[0], Message(Role.USER, "the oldest chat is active again"))  # moves to the top
+    store.delete(ids[1])
+    rest = store.conversations_page(3, page.after)
+    assert [c.id for c in page.chats] == ids[5:2:-1]
+    assert [c.id for c in rest.chats] == [ids[2]] and rest.total == 5 and rest.after is None
+
+
+def test_ties_on_the_update_time_are_ordered_by_id(store: ConversationStore) -> None:
+    ids = store.import_conversations(Conversation(f"same {i}", updated_at=1_700_000_000.0) for i in range(5))
+    first = store.conversations_page(2)
+    second = store.conversations_page(2, first.after)
+    third = store.conversations_page(2, second.after)
+    assert [c.id for page in (first, second, third) for c in page.chats] == ids[::-1]
+
+
+def test_message_pages_read_a_chat_in_order(store: ConversationStore) -> None:
+    (chat,) = _imported(store, 1, messages=25)
+    assert store.count_messages(chat) == 25
+    pages = [store.messages_page(chat, offset, 10) for offset in (0, 10, 20)]
+    assert [len(page) for page in pages] == [10, 10, 5]
+    texts = [m.content for page in pages for m in page]
+    assert texts == [f"0.{j}" for j in range(25)] == [m.content for m in store.load(chat).messages]
+    assert store.messages_page(chat, 25, 10) == []
+    assert all(m.id is not None for page in pages for m in page)
+
+
+@pytest.mark.parametrize(("offset", "limit"), [(0, 0), (0, -5), (0, 10_001), (-1, 10)])
+def test_bad_page_requests_say_what_is_allowed(store: ConversationStore, offset: int, limit: int) -> None:
+    (chat,) = _imported(store, 1, messages=3)
+    with pytest.raises(ValueError, match="A page"):
+        store.messages_page(chat, offset, limit)
+    if offset == 0:
+        with pytest.raises(ValueError, match="A page holds 1 to 10,000 rows"):
+            store.conversations_page(limit)
+
+
+def test_unknown_chats_in_page_calls_raise_not_found(store: ConversationStore) -> None:
+    with pytest.raises(NotFoundError, match="No conversation with id 99"):
+        store.messages_page(99, 0, 10)
+    with pytest.raises(NotFoundError):
+        store.count_messages(99)
+    assert store.conversations_page(10) == ConversationPage([], 0, None)
+
+
+def test_import_keeps_times_messages_and_figures(store: ConversationStore, db: Path) -> None:
+    stats = ReplyStats(prompt_tokens=5, completion_tokens=7, finish_reason="length")
+    conversation = Conversation(
+        "imported",
+        system_prompt="Be brief.",
+        messages=[Message(Role.USER, "q"), Message(Role.ASSISTANT, "a", model="m", stats=stats)],
+        updated_at=1_600_000_000.0,
+    )
+    (chat,) = store.import_conversations([conversation])
+    assert conversation.id is None and conversation.messages[0].id is None  # the objects are not changed
+    loaded = store.load(chat)
+    assert (loaded.title, loaded.system_prompt, loaded.updated_at) == ("imported", "Be brief.", 1_600_000_000.0)
+    assert [(m.role, m.content) for m in loaded.messages] == [(Role.USER, "q"), (Role.ASSISTANT, "a")]
+    assert loaded.messages[1].stats == stats and loaded.messages[1].model == "m"
+    store.append_message(chat, Message(Role.USER, "next"))  # positions continue after the imported ones
+    assert [m.content for m in store.load(chat).messages] == ["q", "a", "next"]
+
+
+def test_an_import_that_fails_stores_nothing(store: ConversationStore) -> None:
+    def conversations():
+        yield Conversation("first", messages=[Message(Role.USER, "kept?")])
+        raise RuntimeError("the source broke")
+
+    with pytest.raises(RuntimeError, match="the source broke"):
+        store.import_conversations(conversations())
+    assert store.count_conversations() == 0 and store.conversations_page(10).chats == []
+
+
+def test_async_pages(db: Path) -> None:
+    async def scenario() -> None:
+        async with await AsyncConversationStore.open(db) as wrapped:
+            (chat,) = await wrapped.import_conversations([Conversation("a", messages=[Message(Role.USER, "x")])])
+            page = await wrapped.conversations_page(5)
+            assert [c.id for c in page.chats] == [chat] and await wrapped.count_conversations() == 1
+            assert [m.content for m in await wrapped.messages_page(chat, 0, 5)] == ["x"]
+            assert await wrapped.count_messages(chat) == 1
+
+    asyncio.run(scenario())
 
 
 def test_concurrent_threads_are_serialised(store: ConversationStore) -> None:

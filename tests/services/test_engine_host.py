@@ -280,3 +280,97 @@ def test_a_vllm_server_that_cannot_start_is_forgotten():
         await host.close()
 
     run(scenario())
+
+
+# --- API requests through the host: options, completions, embeddings, token counts (issue 16) ------------------
+def test_options_and_raw_completions_pass_through_the_host(tiny_gguf):
+    from app.core.params import GenerationOptions
+
+    schema = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}}, "required": ["answer"]}
+    options = GenerationOptions(response_format={"type": "json_schema", "json_schema": {"schema": schema}})
+
+    async def scenario():
+        host = EngineHost(LlamaCppBackend())
+        try:
+            await host.load(str(tiny_gguf), LoadParams(n_ctx=512))
+            structured = await _collect(host.stream_chat(EngineKind.LLAMACPP, USER, GREEDY, options))
+            completion = host.complete(EngineKind.LLAMACPP, "Once upon a time", SamplingParams(max_tokens=5))
+            text = await _collect(completion)
+            return structured, text, completion.stats
+        finally:
+            await host.close()
+
+    structured, text, stats = run(scenario())
+    assert json.loads(structured)["answer"] in ("yes", "no")
+    assert text and stats.completion_tokens <= 5 and stats.prompt_tokens > 0
+
+
+def test_token_counts_and_embeddings_take_their_turn_behind_a_reply(long_context_gguf):
+    async def scenario():
+        host = EngineHost(LlamaCppBackend())
+        try:
+            await host.load(str(long_context_gguf), LoadParams(n_ctx=1024))
+            alone = await host.count_tokens(EngineKind.LLAMACPP, USER)
+            reply = host.stream_chat(EngineKind.LLAMACPP, USER, SamplingParams(max_tokens=400, temperature=0.0))
+            await reply.__anext__()  # generating now
+            count = asyncio.ensure_future(host.count_tokens(EngineKind.LLAMACPP, USER))
+            await asyncio.sleep(0.2)
+            waited = (not count.done(), host.waiting(EngineKind.LLAMACPP))
+            reply.stop()
+            await _collect(reply)
+            behind = await count
+            await host.load(str(long_context_gguf), LoadParams(n_ctx=256, embedding=True))
+            vectors = await host.embed(EngineKind.LLAMACPP, ["hello", "world"])
+            return alone, waited, behind, reply.stats, vectors, host.waiting(EngineKind.LLAMACPP)
+        finally:
+            await host.close()
+
+    alone, waited, behind, stats, vectors, waiting_after = run(scenario())
+    assert waited == (True, 1) and behind == alone > 0 and waiting_after == 0
+    assert stats.finish_reason == "stopped" and stats.prompt_tokens == alone
+    assert len(vectors) == 2 and len(vectors[0]) == 64
+
+
+def test_closing_a_reply_mid_stream_stops_the_worker_and_passes_the_turn(long_context_gguf):
+    async def scenario():
+        host = EngineHost(LlamaCppBackend())
+        try:
+            await host.load(str(long_context_gguf), LoadParams(n_ctx=4096))
+            first = host.stream_chat(EngineKind.LLAMACPP, USER, SamplingParams(max_tokens=3000, temperature=0.0))
+            second = host.stream_chat(EngineKind.LLAMACPP, USER, SamplingParams(max_tokens=4, temperature=0.0))
+            for _ in range(3):
+                await first.__anext__()
+            await first.aclose()  # the API client went away
+            text = await asyncio.wait_for(_collect(second), 20)
+            return first.stats, text, second.stats
+        finally:
+            await host.close()
+
+    first, text, second = run(scenario())
+    assert first.finish_reason == "stopped" and first.completion_tokens < 300
+    assert text and second.completion_tokens == 4
+
+
+def test_engines_without_a_capability_say_so(tiny_gguf):
+    from app.core.errors import InvalidInputError
+    from tests.support.fake_ollama import FakeOllama
+
+    async def scenario():
+        with FakeOllama() as fake:
+            fake.add_model("llama3.2")
+            host = EngineHost(LlamaCppBackend(), ollama_host=fake.host)
+            try:
+                await host.load("ollama:llama3.2", LoadParams(n_ctx=512))
+                with pytest.raises(InvalidInputError, match="cannot complete raw text"):
+                    await _collect(host.complete(EngineKind.OLLAMA, "hi", GREEDY))
+                with pytest.raises(InvalidInputError, match="cannot embed"):
+                    await host.embed(EngineKind.OLLAMA, ["hi"])
+                with pytest.raises(InvalidInputError, match="cannot count tokens"):
+                    await host.count_tokens(EngineKind.OLLAMA, USER)
+                assert await _collect(host.stream_chat(EngineKind.OLLAMA, USER, GREEDY))  # the line moved on
+                with pytest.raises(UnavailableError):
+                    host.complete(EngineKind.VLLM, "hi", GREEDY)
+            finally:
+                await host.close()
+
+    run(scenario())

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from app.services.library import index as library_module
+from app.services.library.cache import CACHE_VERSION
 from app.services.library.index import LibraryError, LibraryRoots, ModelLibrary
 from tests.support.gguf_factory import write_tiny_gguf
 
@@ -108,7 +109,8 @@ def layout(tmp_path, tiny_gguf, truncated_gguf, not_a_gguf):
 
 
 def _by_name(scan):
-    return {e.name: e for e in scan.entries}
+    """Entries by name; where two share a name (a folder's GGUF and the HF cache's copy), the first found."""
+    return {e.name: e for e in reversed(scan.entries)}
 
 
 def test_scan_lists_folders_hf_cache_and_ollama(layout, tiny_gguf, tmp_path):
@@ -120,9 +122,9 @@ def test_scan_lists_folders_hf_cache_and_ollama(layout, tiny_gguf, tmp_path):
     assert tiny.parameter_count == tiny_parameter_count(tiny_gguf)
     assert tiny.size_bytes == tiny_gguf.stat().st_size
     assert entries["long-one"].context_length == 8192
-    # the HF cache: repo id and file name, one entry although two snapshots link the blob
+    # the HF cache: the model's own name and the repo, one entry although two snapshots link the blob
     cached = [e for e in scan.entries if e.source == "hf-cache" and e.kind == "gguf"]
-    assert [(e.name, e.repo_id) for e in cached] == [("org/tiny-GGUF/tiny-f16.gguf", "org/tiny-GGUF")]
+    assert [(e.name, e.repo_id, e.file_name) for e in cached] == [("tiny-test-model", "org/tiny-GGUF", "tiny-f16.gguf")]
     assert "/snapshots/bbbb/" in cached[0].path  # the snapshot refs/main points at
     # HF-format folders, in the model folder and in the cache: vLLM, parameters from the safetensors header
     hf = entries["my-hf-model"]
@@ -182,7 +184,7 @@ def test_changed_file_is_read_again_and_a_damaged_cache_is_rebuilt(layout, tmp_p
     cache_file.write_text("{damaged")
     rebuilt = ModelLibrary(layout["roots"], cache_file).scan()
     assert _by_name(rebuilt)["tiny-test-model"].context_length == 1024
-    assert json.loads(cache_file.read_text())["version"] == 1
+    assert json.loads(cache_file.read_text())["version"] == CACHE_VERSION
 
 
 NESTED = ("[" * 100_000, '{"a":' * 100_000)
@@ -205,7 +207,7 @@ def test_nested_or_oversized_cache_is_rebuilt(layout, tmp_path, caplog, content,
     scan = ModelLibrary(layout["roots"], cache_file).scan()
     assert _by_name(scan)["tiny-test-model"].error is None and scan.headers_read >= 8
     assert "it will be rebuilt" in caplog.text
-    assert json.loads(cache_file.read_text())["version"] == 1  # written anew from this scan
+    assert json.loads(cache_file.read_text())["version"] == CACHE_VERSION  # written anew from this scan
 
 
 @pytest.mark.parametrize(
@@ -459,3 +461,34 @@ def test_deleting_a_later_shard_removes_only_that_file(tmp_path, tiny_gguf):
         shutil.copyfile(tiny_gguf, tmp_path / name)
     assert ModelLibrary(LibraryRoots((tmp_path,))).delete(tmp_path / names[1]) == [tmp_path / names[1]]
     assert (tmp_path / names[0]).exists()
+
+
+@pytest.mark.parametrize(
+    ("general_name", "path", "shown"),
+    [
+        ("Gemma 3 270m", "/m/gemma-3-270m-q4_k_m.gguf", "Gemma 3 270M"),  # a size label's unit in capitals
+        ("Qwen2.5 7B Instruct", "/m/x.gguf", "Qwen2.5 7B Instruct"),
+        ("  Llama   3.2 1b  ", "/m/x.gguf", "Llama 3.2 1B"),
+        ("Phi-4 mini 3.8b instruct", "/m/x.gguf", "Phi-4 mini 3.8B instruct"),
+        ("gemma-3n-e2b", "/m/x.gguf", "gemma-3n-e2b"),  # "e2b" is a name, not a size
+        (None, "/m/gemma-3-270m-q4_k_m.gguf", "gemma-3-270m-q4_k_m"),  # no name: the file's stem, as it is
+        ("", "/m/big-Q8_0-00001-of-00003.gguf", "big-Q8_0"),  # a split file without its part number
+        (42, "/m/odd.GGUF", "odd"),
+    ],
+)
+def test_one_display_name_rule(general_name, path, shown):
+    from app.services.library.names import model_display_name
+
+    assert model_display_name(general_name, path) == shown
+
+
+def test_entries_carry_the_header_name_family_and_licence(tmp_path, tiny_gguf):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    write_tiny_gguf(folder / "gemma-3-270m-q4_k_m.gguf", name="Gemma 3 270m")
+    write_tiny_gguf(folder / "anonymous-q8_0.gguf", name="")
+    scan = ModelLibrary(LibraryRoots((folder,), None, None)).scan()
+    by_file = {e.file_name: e for e in scan.entries}
+    assert by_file["gemma-3-270m-q4_k_m.gguf"].name == "Gemma 3 270M"
+    assert by_file["anonymous-q8_0.gguf"].name == "anonymous-q8_0"
+    assert by_file["anonymous-q8_0.gguf"].family == "llama"  # no basename: the architecture

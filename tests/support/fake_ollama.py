@@ -191,6 +191,10 @@ class FakeOllama(FakeServer):
         self.reply: Callable[[list[dict[str, Any]]], list[str]] = _echo_reply
         self.vram_fraction = 1.0  # size_vram / size reported by /api/ps
         self.load_error: str | None = None  # a chat that must load the model fails with this (HTTP 500)
+        # A chat with ``tools`` answers with these calls (``[{"function": {"name", "arguments": {...}}}]``) after
+        # its text, as Ollama's parser reports them; a chat with ``logprobs`` gets a logprob per token.
+        self.tool_calls: list[dict[str, Any]] | None = None
+        self.logprobs_supported = True  # False: logprobs are ignored, as by Ollama before 0.12.11
         self._faults: dict[str, Fault] = {}
 
     # --- lifecycle: FakeServer (tests/support/fake_http.py) -------------------------------------------------------
@@ -567,7 +571,22 @@ class _Handler(TrackedHandler):
         num_ctx = int(options.get("num_ctx") or DEFAULT_NUM_CTX)
         fake.load(model.name, num_ctx)
         streaming = body.get("stream", True) is not False
-        self._stream("/api/chat", self._chat_lines(model.name, messages, options), streaming=streaming)
+        lines = self._chat_lines(model.name, messages, options)
+        self._stream("/api/chat", self._with_tools_and_logprobs(lines, body), streaming=streaming)
+
+    def _with_tools_and_logprobs(self, lines: Iterator[dict[str, Any]], body: dict[str, Any]) -> Iterator[dict]:
+        """The chat's lines with a logprob per token (``logprobs``) and the fake's tool calls (``tools``)."""
+        top = int(body.get("top_logprobs") or 0)
+        for line in lines:
+            if line["done"] and body.get("tools") and self.fake.tool_calls is not None:
+                yield {**self._chat_line(line["model"], ""), "message": {
+                    "role": "assistant", "content": "", "tool_calls": self.fake.tool_calls}}  # fmt: skip
+            token = line["message"]["content"]
+            if body.get("logprobs") and token and self.fake.logprobs_supported:
+                alternatives = [{"token": token, "logprob": -0.25}] + [{"token": f"alt{i}", "logprob": -2.0 - i}
+                                                                        for i in range(top - 1)]  # fmt: skip
+                line["logprobs"] = [{"token": token, "logprob": -0.25, "top_logprobs": alternatives[:top]}]
+            yield line
 
     @staticmethod
     def _chat_line(model: str, content: str, *, done: bool = False, **extra: Any) -> dict[str, Any]:

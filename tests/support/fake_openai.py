@@ -81,6 +81,13 @@ class FakeOpenAIServer(FakeServer):
         self._faults: dict[str, list[Fault]] = {}
         self._ids = itertools.count(1)
         self._changed = threading.Condition(self._lock)
+        # Tools, as vLLM started with --enable-auto-tool-choice answers them: a chat with ``tools`` and
+        # tool_choice "required" or a named function (or "auto" when ``auto_calls``) streams one call of that
+        # function (the first tool for "required"/"auto") with ``tool_arguments``; ``tool_parser=False`` answers
+        # a tool choice of "auto" with vLLM's 400. A request with ``logprobs`` gets a logprob per token.
+        self.tool_arguments: dict[str, Any] = {}
+        self.auto_calls = False
+        self.tool_parser = True
 
     # --- test set-up and read-back ---------------------------------------------------------------------
     def fail(
@@ -182,6 +189,7 @@ class _Plan:
     finish_reason: str
     stop_reason: str | None
     counted_tokens: int  # completion tokens in usage (the token that held a stop string counts)
+    tool_call: tuple[str, str] | None = None  # (function name, arguments as JSON text)
 
 
 class _Handler(TrackedHandler):
@@ -274,6 +282,8 @@ class _Handler(TrackedHandler):
         if fault is not None and fault.after is None:
             return self._json(fault.status, error_body(fault.error, fault.error_type, fault.status))
         plan, problem = self._plan(body, model, text, prompt_tokens, chat)
+        if plan is not None and chat:
+            plan, problem = self._plan_tool_call(plan, body)
         if plan is None:
             return self._json(400, error_body(problem, "BadRequestError", 400))
         record.request_id = plan.request_id
@@ -315,6 +325,19 @@ class _Handler(TrackedHandler):
         request_id = f"{'chatcmpl' if chat else 'cmpl'}-{next(fake._ids)}"
         return _Plan(request_id, model, prompt_tokens, tokens, finish, stop_reason, counted), ""
 
+    def _plan_tool_call(self, plan: _Plan, body: dict[str, Any]) -> tuple[_Plan | None, str]:
+        tools, choice = body.get("tools") or [], body.get("tool_choice", "auto")
+        if not tools or choice == "none":
+            return plan, ""
+        if choice == "auto" and not self.fake.tool_parser:
+            return None, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+        if not (choice == "required" or isinstance(choice, dict) or self.fake.auto_calls):
+            return plan, ""
+        name = choice["function"]["name"] if isinstance(choice, dict) else tools[0]["function"]["name"]
+        plan.tool_call = (name, json.dumps(self.fake.tool_arguments))
+        plan.tokens, plan.finish_reason, plan.counted_tokens = [], "tool_calls", 1
+        return plan, ""
+
     def _wait_token(self, plan: _Plan) -> None:
         delay = self.fake.token_delay_s
         if delay and self.fake._stopping.wait(delay):
@@ -331,7 +354,8 @@ class _Handler(TrackedHandler):
         choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": plan.finish_reason,
                                   "stop_reason": plan.stop_reason}  # fmt: skip
         if chat:
-            choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": []}
+            calls = [_tool_call(plan, plan.tool_call[1])] if plan.tool_call else []
+            choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": calls}
         else:
             choice["text"] = text
         obj = "chat.completion" if chat else "text_completion"
@@ -345,12 +369,16 @@ class _Handler(TrackedHandler):
         obj = "chat.completion.chunk" if chat else "text_completion"
         if chat:
             self._event(plan, {**_head(plan, obj), "choices": [_chunk_choice(chat, "", role=True)]})
+        if plan.tool_call is not None:
+            self._stream_tool_call(plan, obj)
         for index, token in enumerate(plan.tokens):
             if fault is not None and fault.after is not None and index >= fault.after:
                 return self._fail_stream(plan, fault)
             self._wait_token(plan)
             last = index == len(plan.tokens) - 1
             choice = _chunk_choice(chat, token, finish=plan if last else None)
+            if body.get("logprobs"):
+                choice["logprobs"] = _logprobs(chat, token, body)
             self._event(plan, {**_head(plan, obj), "choices": [choice]})
         if fault is not None and fault.after is not None:
             return self._fail_stream(plan, fault)
@@ -360,6 +388,17 @@ class _Handler(TrackedHandler):
             self._event(plan, {**_head(plan, obj), "choices": [], "usage": _usage(plan)})
         self._event(plan, "[DONE]")
         self._write_chunk(plan, b"")
+
+    def _stream_tool_call(self, plan: _Plan, obj: str) -> None:
+        """The call as vLLM streams it: the name with empty arguments, then the arguments in two pieces."""
+        assert plan.tool_call is not None
+        arguments = plan.tool_call[1]
+        half = len(arguments) // 2
+        for piece in ("", arguments[:half], arguments[half:]):
+            self._wait_token(plan)
+            call = _tool_call(plan, piece) if piece == "" else {"index": 0, "function": {"arguments": piece}}
+            choice = {"index": 0, "logprobs": None, "finish_reason": None, "delta": {"tool_calls": [call]}}
+            self._event(plan, {**_head(plan, obj), "choices": [choice]})
 
     def _fail_stream(self, plan: _Plan, fault: Fault) -> None:
         if fault.die:
@@ -415,6 +454,24 @@ def _chunk_choice(chat: bool, text: str, *, role: bool = False, finish: _Plan | 
     if finish is not None:
         choice["stop_reason"] = finish.stop_reason
     return choice
+
+
+def _tool_call(plan: _Plan, arguments: str) -> dict[str, Any]:
+    assert plan.tool_call is not None
+    return {"index": 0, "id": f"chatcmpl-tool-{plan.request_id}", "type": "function",
+            "function": {"name": plan.tool_call[0], "arguments": arguments}}  # fmt: skip
+
+
+def _logprobs(chat: bool, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A logprob for ``token`` (-0.5) with alternatives, in the chat's or the completion's shape."""
+    top = int((body.get("top_logprobs") if chat else body.get("logprobs")) or 0)
+    alternatives = [(token, -0.5)] + [(f"alt{i}", -2.0 - i) for i in range(top - 1)]
+    if not chat:
+        return {"tokens": [token], "token_logprobs": [-0.5], "top_logprobs": [dict(alternatives[:top])],
+                "text_offset": [0]}  # fmt: skip
+    entry = {"token": token, "logprob": -0.5, "bytes": list(token.encode())}
+    top_entries = [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in alternatives[:top]]
+    return {"content": [{**entry, "top_logprobs": top_entries}]}
 
 
 def _usage(plan: _Plan) -> dict[str, int]:

@@ -61,7 +61,7 @@ def test_batch_shows_progress_bad_lines_and_the_summary(qloop, make_panel, fake,
     async def scenario():
         panel = await make_panel()
         panel.set_endpoint(fake.base_url, KEY, "tiny-llama")
-        assert panel.server_radio.isChecked() and "tiny-llama at" in panel.server_radio.text()
+        assert panel.server_radio.isChecked() and "tiny-llama at" in panel.server_detail.full_text()
         panel.input_edit.setText(str(source))
         panel._input_edited()  # as when the field loses focus: fills the output name, lists bad lines
         await _idle()
@@ -137,7 +137,9 @@ def test_server_problems_and_missing_fields_are_explained(qloop, make_panel, fak
 
     async def scenario():
         panel = await make_panel()
-        assert panel.run_batch() is None
+        assert not panel.run_button.isEnabled()
+        assert panel.run_button.toolTip() == "Choose a server address and an input file and an output file first."
+        assert panel.run_batch() is None  # called from code anyway: the same sentence, shown
         assert panel.status.text() == "Choose a server address and an input file and an output file first."
         panel.url_edit.setText(fake.base_url)
         panel.key_edit.setText("wrong")

@@ -11,6 +11,8 @@ from app.core.bench.stats import BenchRow
 from app.ui.tasks import running_tasks
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.layout import assert_fits
+from tests.support.page_frame import themed, window_frame
 from tests.support.waiting import until
 
 
@@ -97,10 +99,24 @@ def test_chart_draws_lines_only_with_rows(qloop, qtbot):
         BenchChart("pie")
 
 
-def test_axis_top_is_four_round_ticks():
-    from app.ui.pages.bench.chart import axis_top
+def test_chart_axes_legend_and_hover(qtbot):
+    from PySide6.QtCore import QPoint
+    from PySide6.QtTest import QTest
 
-    assert [axis_top(v) for v in (58, 1430, 20400, 4000)] == [60, 1600, 24000, 4000]
+    from app.ui.pages.bench.chart import BenchChart
+
+    chart = BenchChart("throughput")
+    qtbot.addWidget(chart)
+    chart.resize(420, 260)
+    chart.show()
+    rows = [BenchRow("vllm", c, requests=4, output_tokens_per_s=r) for c, r in ((1, 45.1), (8, 260.0), (64, 610.0))]
+    chart.set_rows([*rows, BenchRow("llamacpp", 1, requests=4, output_tokens_per_s=41.5)])
+    assert chart.y_labels() == ["0", "200", "400", "600", "800"] and chart.levels() == [1, 8, 64]
+    assert chart.backends() == ["vllm", "llamacpp"]
+    QTest.mouseMove(chart, QPoint(round(chart.x_at(8)) + 3, chart.height() // 2))
+    assert chart.hover_level == 8 and chart.hover_text() == "concurrency 8 · vllm 260 tok/s"
+    QTest.mouseMove(chart, QPoint(round(chart.x_at(1)), chart.height() // 2))
+    assert chart.hover_text() == "concurrency 1 · vllm 45 tok/s · llamacpp 42 tok/s"
 
 
 def test_missing_fields_and_unreachable_engines_are_explained(qloop, make_panel):
@@ -266,5 +282,127 @@ def test_parallel_sequences_checkbox_runs_llamacpp_parallel(qloop, make_panel, l
         assert not panel.parallel_check.isVisibleTo(panel)
         panel.endpoint_edit.setText("http://127.0.0.1:9")
         assert not panel._target_and_workload()[0].parallel  # ticked, but only llama.cpp has it
+
+    qloop.run_until_complete(scenario())
+
+
+def test_each_engine_gets_its_own_default_concurrency(qloop, make_panel):
+    async def scenario():
+        panel = await make_panel()
+        levels = panel.concurrency_edit
+        assert panel.kind() == "llamacpp" and levels.text() == "1"  # one stream: its clients would only queue
+        panel.parallel_check.setChecked(True)
+        assert levels.text() == "1,2,4"  # N sequences in one context
+        panel.parallel_check.setChecked(False)
+        assert levels.text() == "1"
+        panel.select_engine("vllm")
+        assert levels.text() == "1,8,16,32,64"
+        panel.select_engine("ollama")
+        assert levels.text() == "1,2,4"
+        levels.setText("3, 5")  # the user's own levels stay through engine changes
+        panel.select_engine("vllm")
+        assert levels.text() == "3, 5"
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_loaded_model_is_filled_in_and_followed(qloop, make_panel, tiny_gguf, tiny_gguf_no_template):
+    from app.core.params import LoadParams
+    from app.services.engines.entries import EngineKind
+
+    async def scenario():
+        panel = await make_panel()
+        host = panel.context.host
+        empty = panel.empty_state
+        assert panel.model_edit.text() == "" and panel.body.currentWidget() is empty
+        assert empty.button.text() == "Choose a GGUF file…"  # nothing loaded yet: the next step is a file
+        await host.load(str(tiny_gguf), LoadParams(n_ctx=256))  # the chat's engine, through the host
+        assert panel.model_edit.text() == str(tiny_gguf)
+        assert empty.title.text() == "Run a first benchmark" and empty.button.text() == "Run a first benchmark"
+        assert empty.text.text().startswith("Measure tiny-chatml.gguf on llama.cpp: output tokens/s and latency")
+        assert "concurrency 1, 64 requests of up to 128 tokens" in empty.text.text()
+        await host.load(str(tiny_gguf_no_template), LoadParams(n_ctx=256))
+        assert panel.model_edit.text() == str(tiny_gguf_no_template)  # the page filled it: it follows the host
+        panel.model_edit.setText("/models/mine.gguf")
+        await host.unload(EngineKind.LLAMACPP)
+        await host.load(str(tiny_gguf), LoadParams(n_ctx=256))
+        assert panel.model_edit.text() == "/models/mine.gguf"  # typed by the user: kept
+        panel.select_engine("vllm")
+        assert panel.model_edit.text() == ""  # each engine keeps its own model
+        panel.select_engine("llamacpp")
+        assert panel.model_edit.text() == "/models/mine.gguf"
+        await host.unload(EngineKind.LLAMACPP)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_empty_state_runs_a_first_benchmark(qloop, make_panel, long_context_gguf):
+    async def scenario():
+        panel = await make_panel()
+        _small(panel, str(long_context_gguf), concurrency="1", requests=2, max_tokens=4)
+        panel.empty_state.button.click()
+        assert panel._task is not None and panel.empty_state.title.text() == "Measuring…"
+        assert not panel.empty_state.button.isVisible()
+        await panel._task
+        await _idle()
+        assert panel.body.currentWidget() is panel.results and panel.table.rowCount() == 1
+        assert panel.saved_runs.isVisible()  # the run was saved: the list shows
+
+    qloop.run_until_complete(scenario())
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_page_fits_a_small_laptop_in_every_state(qloop, make_panel, theme):
+    """Empty, running, results and saved runs: the window around the page stays within 1024×700."""
+    from app.services.bench.store import BenchStore
+    from app.services.paths import app_paths
+
+    def result(backend: str, rates) -> dict:
+        rows = [BenchRow(backend, c, requests=64, output_tokens=8192, output_tokens_per_s=r, latency_p50_ms=9.0 * c,
+                         latency_p90_ms=12.0 * c) for c, r in rates]  # fmt: skip
+        return {"target": {"backend": backend, "model": "a-long-model-name-" * 4}, "rows": [r.to_dict() for r in rows],
+                "machine": {}}  # fmt: skip
+
+    async def scenario():
+        with themed(theme):
+            store = BenchStore(app_paths().data_dir / "bench")
+            store.save(result("llamacpp", [(1, 41.5)]))
+            panel = await make_panel()
+            with window_frame(panel) as frame, FakeOpenAIServer(models=("tiny",)) as fake:
+                await _idle()
+                assert panel.body.currentWidget() is panel.empty_state and panel.saved_runs.isVisible()
+                assert_fits(frame)
+                fake.token_delay_s = 0.02
+                panel.select_engine("vllm")
+                panel.endpoint_edit.setText(fake.base_url)
+                panel.model_edit.setText("tiny")
+                panel.requests.setValue(200)
+                panel.warmup.setValue(0)
+                task = panel.start_run()
+                await until(lambda: "measuring" in panel.status.text(), timeout=30)
+                assert panel.progress.isVisible()
+                assert_fits(frame)
+                panel.cancel_run()
+                await task
+                vllm = result("vllm", [(1, 45.0), (8, 260.0), (16, 410.0), (32, 555.0), (64, 610.0)])
+                panel.show_result(vllm)
+                assert panel.body.currentWidget() is panel.results
+                assert_fits(frame)
+                store.save(vllm)
+                await panel.saved_runs.refresh()
+                for row in range(2):
+                    panel.saved_runs.list.item(row).setSelected(True)
+                await panel.saved_runs.compare(*sorted(panel.saved_runs.selected_ids()))
+                assert panel.saved_runs.compare_label.isVisible()
+                assert_fits(frame)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_window_with_the_bench_page_fits(qloop, make_window):
+    async def scenario():
+        window = await make_window()
+        assert window.open_path("bench") is window.bench_panel
+        assert_fits(window)
 
     qloop.run_until_complete(scenario())

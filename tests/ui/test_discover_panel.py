@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import shiboken6
 
+from app.core.units import format_bytes
 from app.services.downloads.jobs import DONE
 from app.ui.tasks import running_tasks
 from tests.support.hf_server import HubServer, Repo, random_bytes, use_hub
@@ -80,10 +81,13 @@ def test_search_filter_and_sort(qloop, make_panels, hub):
         assert _column(discover.results_table, 4) == ["", "gated", ""]
         discover.format_combo.setCurrentIndex(2)  # safetensors
         await discover.search()
-        assert _column(discover.results_table) == ["org/Tiny-HF"] and discover.status.text() == "1 models."
+        assert _column(discover.results_table) == ["org/Tiny-HF"] and discover.status.text() == "1 model."
         discover.query.setText("nothing-like-this")
         await discover.search()
-        assert discover.results_table.rowCount() == 0 and "No models found" in discover.status.text()
+        assert discover.results_table.rowCount() == 0 and discover.lists.currentWidget() is discover.no_results
+        assert discover.no_results.isVisible() and discover.no_results.title.text() == "No models found"
+        discover.no_results.button("Show the picks").click()
+        assert discover.lists.currentWidget() is discover.picks_table and not discover.back_button.isVisible()
 
     qloop.run_until_complete(scenario())
 
@@ -100,7 +104,9 @@ def test_repo_detail_shows_quants_card_and_a_fits_verdict_per_file(qloop, make_p
         assert _column(discover.files_table, 1) == ["Q4_K_M", "F16"]
         await until(lambda: "estimating…" not in _column(discover.files_table, 3))
         verdicts = dict(zip(_column(discover.files_table, 1), _column(discover.files_table, 3), strict=True))
-        assert verdicts["F16"].startswith("Fits: needs ")
+        assert verdicts["F16"].startswith("Fits · ")  # short; the sentence and the advice are its tooltip
+        f16 = next(c.key for c in discover.candidates() if c.quant == "F16")
+        assert discover.verdict_tips[f16].startswith("Fits: needs ")
         assert verdicts["Q4_K_M"].startswith("no estimate: ")  # random bytes are not a GGUF
         assert not discover.download_button.isEnabled() and not discover.folder_button.isEnabled()
 
@@ -183,8 +189,10 @@ def test_an_unexpected_estimate_error_is_shown_and_the_other_rows_go_on(
         await until(lambda: "estimating…" not in _column(discover.files_table, 3))
         verdicts = dict(zip(_column(discover.files_table, 1), _column(discover.files_table, 3), strict=True))
         assert verdicts["Q2_K"] == "no estimate: estimator bug (see View → Log)"
-        assert verdicts["F16"].startswith("Fits: needs ") and "of 12.0 GiB system RAM" in verdicts["F16"]
-        assert verdicts["F16"].endswith("(no GPU here: everything runs from RAM).")
+        tip = discover.verdict_tips[next(c.key for c in discover.candidates() if c.quant == "F16")]
+        assert verdicts["F16"].startswith("Fits · ") and verdicts["F16"].endswith("MiB")
+        assert tip.startswith("Fits: needs ") and "of 12.0 GiB system RAM" in tip
+        assert tip.endswith("(no GPU here: everything runs from RAM).")
         assert "estimating a-odd-Q2_K.gguf of org/Odd-GGUF failed" in caplog.text
 
     qloop.run_until_complete(scenario())
@@ -202,7 +210,7 @@ def test_queueing_that_fails_says_why_and_never_queued(qloop, make_panels, hub, 
         discover.files_table.selectRow(_column(discover.files_table, 1).index("F16"))
         monkeypatch.setattr(DownloadManager, "add", refuse)  # the queue file's disk fails as the job is added
         await discover.download_selected()
-        status = discover.status.text()
+        status = discover.notice.text()
         assert status.startswith("Could not queue org/Tiny-GGUF: tiny-F16.gguf: ") and "No space left" in status
         assert "Queued" not in status and downloads.views == []
 
@@ -220,5 +228,164 @@ def test_malformed_shape_metadata_says_so_in_the_row(qloop, make_panels, hub, tm
         verdicts = dict(zip(_column(discover.files_table, 1), _column(discover.files_table, 3), strict=True))
         assert verdicts["Q2_K"].startswith("no estimate: ") and "malformed shape metadata" in verdicts["Q2_K"]
         assert verdicts["F16"].startswith(("Fits", "Tight", "Won't fit"))
+
+    qloop.run_until_complete(scenario())
+
+
+# --- picks for this machine, an unreachable Hub, the layout -------------------------------------------------------
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    """The Hub at a closed local port: every request is refused at once."""
+    url = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return url
+
+
+@pytest.fixture
+def small_machine(monkeypatch):
+    """A machine without a GPU and 6 GiB of free RAM (NVML and /proc answer so)."""
+    from app.core.memory.fit import MachineMemory
+    from app.services.monitor import machine_memory
+
+    machine = MachineMemory((), (), (), 8 << 30, 6 << 30, "No NVIDIA driver found.")
+    monkeypatch.setattr(machine_memory, "read_machine_memory", lambda: machine)
+    return machine
+
+
+def test_picks_open_offline_ranked_for_this_machine(qloop, make_panels, offline, small_machine):
+    import time
+
+    from app.core.memory.fit import fit_verdict
+    from app.services.downloads.picks import estimate_settings, load_picks
+
+    async def scenario():
+        started = time.monotonic()
+        discover, _ = await make_panels()
+        await until(lambda: discover.hub_reachable is False, timeout=10)
+        assert time.monotonic() - started < 5  # the refresh gave up on the unreachable Hub at once
+        shipped = load_picks().picks
+        names = _column(discover.picks_table)
+        assert sorted(names) == sorted(p.name for p in shipped) and len(names) >= 8
+        settings = estimate_settings(discover.context.settings.load, small_machine)
+        states = [fit_verdict(p.header(), settings, small_machine).state for p in shipped]
+        assert "fits" in states and "wont_fit" in states  # 6 GiB: the small ones fit, the 12B does not
+        ranks = [{"fits": 0, "tight": 1, "wont_fit": 2}[v.verdict.state] for v in discover.pick_verdicts]
+        assert ranks == sorted(ranks)  # the ones that fit come first
+        fits = _column(discover.picks_table, 2)
+        assert fits[0].startswith("Fits · ") and fits[-1].startswith("Won't fit · ")  # the sentence is the tooltip
+        assert discover.picks_table.item(0, 2).toolTip() == discover.pick_verdicts[0].verdict.summary
+        status = discover.status.text()
+        assert "fit this machine (no GPU: judged against RAM)" in status and "The Hub cannot be reached" in status
+        assert not discover.notice.isVisible()  # a calm line, not an error banner
+
+    qloop.run_until_complete(scenario())
+
+
+def test_an_offline_search_fails_within_5_s_and_says_so(qloop, make_panels, offline):
+    import time
+
+    async def scenario():
+        discover, _ = await make_panels()
+        discover.query.setText("qwen gguf")
+        started = time.monotonic()
+        await discover.search()
+        assert time.monotonic() - started < 5
+        text = discover.notice.text()
+        assert text.startswith(f"Cannot reach the Hub at {offline} (ConnectError)") and "check the connection" in text
+        assert discover.notice.notices()[0].action_text == "Try again" and discover.search_button.isEnabled()
+        assert discover.lists.currentWidget() is discover.picks_table  # the picks stay
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_pick_offline_shows_its_figures_and_download_says_the_hub_is_away(qloop, make_panels, offline, small_machine):
+    async def scenario():
+        discover, downloads = await make_panels()
+        await until(lambda: discover.hub_reachable is False, timeout=10)
+        discover.picks_table.selectRow(0)
+        pick = discover.current_pick
+        assert pick is not None and discover.title.text() == pick.name
+        assert pick.repo_id in discover.meta.text() and pick.quant in discover.meta.text()
+        assert discover.pick_fit.text().startswith("Fits: uses ") and discover.pick_fit.property("role") == "fits"
+        assert discover.download_button.isEnabled()
+        assert discover.download_button.text().startswith(f"Download {pick.quant}")
+        assert not discover.files_table.isVisible()  # no Hub, no file list: nothing asked of it
+        await discover.download_selected()
+        assert discover.notice.text().startswith("Cannot reach the Hub") and downloads.views == []
+
+    qloop.run_until_complete(scenario())
+
+
+def test_picks_are_refreshed_from_a_reachable_hub(qloop, make_panels, monkeypatch, tmp_path, tiny_gguf, small_machine):
+    from app.services.downloads.picks import load_picks
+
+    pick = next(p for p in load_picks().picks if p.name.startswith("Llama 3.2 1B"))
+    with HubServer() as server:
+        use_hub(server, monkeypatch, tmp_path)
+        server.add(Repo(pick.repo_id, {pick.file: tiny_gguf.read_bytes()}, tags=["gguf"]))
+
+        async def scenario():
+            discover, downloads = await make_panels()
+            await until(lambda: discover.hub_reachable is True, timeout=15)
+            assert _column(discover.picks_table) == [pick.name]  # the others are not on this Hub
+            assert _column(discover.picks_table, 1) == [format_bytes(tiny_gguf.stat().st_size)]
+            assert "Sizes checked on the Hub" in discover.status.text()
+            discover.picks_table.selectRow(0)
+            await until(lambda: discover.detail is not None)  # the repository's files, the pick's one chosen
+            assert discover.selected_candidate() is not None
+            assert discover.selected_candidate().files[0].path == pick.file
+            await discover.download_selected()
+            await until(lambda: downloads.views and downloads.views[0].state == DONE)
+            assert downloads.views[0].local_path.endswith(pick.file)
+
+        qloop.run_until_complete(scenario())
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_discover_fits_a_small_laptop_in_every_state(qloop, make_panels, hub, theme):
+    from PySide6.QtWidgets import QTabWidget
+
+    from tests.support.layout import assert_fits
+    from tests.support.page_frame import themed, window_frame
+
+    hub.add(Repo("org/" + "A-Very-Long-Repository-Name-" * 3 + "GGUF", {"x-Q4_K_M.gguf": b"x" * 100}, tags=["gguf"]))
+
+    async def scenario():
+        with themed(theme):
+            discover, _ = await make_panels()
+            tabs = QTabWidget()
+            tabs.addTab(discover, "Discover")
+            discover.show()
+            with window_frame(tabs) as frame:
+                await discover.start()
+                assert discover.picks_table.isVisible()
+                assert_fits(frame)  # the picks
+                discover.picks_table.selectRow(0)
+                assert_fits(frame)  # a pick's figures
+                discover.query.setText("org")
+                await discover.search()
+                discover.results_table.selectRow(0)
+                await until(lambda: discover.detail is not None)
+                discover.notice.show_notice("A long notice about the Hub " * 8, level="error")
+                assert_fits(frame)  # results, a repository with a long name, its files and card, a notice
+                discover.query.setText("nothing-like-this")
+                await discover.search()
+                assert discover.no_results.isVisible()
+                assert_fits(frame)  # no results
+                frame.resize(1366, 768)
+                assert_fits(frame)
+            discover.setParent(None)
 
     qloop.run_until_complete(scenario())

@@ -40,6 +40,10 @@ def plan(repo_id: str, name: str):
     return service.plan_download(service.repo_detail(repo_id, with_card=False), files=[name])
 
 
+def _shown_actions(panel) -> list[str]:
+    return [b.text() for b in panel.buttons if b.isVisible() and b.isEnabled()]
+
+
 def _row_texts(panel, row: int) -> list[str]:
     return [panel.table.item(row, c).text() for c in range(panel.table.columnCount())]
 
@@ -47,7 +51,7 @@ def _row_texts(panel, row: int) -> list[str]:
 def test_a_download_shows_progress_then_done_and_announces_its_path(qloop, make_panel, hub):
     async def scenario():
         panel = await make_panel()
-        assert panel.empty_label.isVisible() and panel.table.rowCount() == 0
+        assert panel.empty.isVisible() and panel.table.rowCount() == 0
         completed = []
         panel.download_completed.connect(completed.append)
         hub.throttle_bytes_per_s = 3_000_000
@@ -72,19 +76,21 @@ def test_pause_resume_remove_with_the_buttons_and_the_queue_file(qloop, make_pan
         await panel.add_job(plan("org/Big-GGUF", BIG))
         await until(lambda: panel.views and panel.views[0].done_bytes > 100_000)
         panel.table.selectRow(0)
-        assert panel.pause_button.isEnabled() and not panel.resume_button.isEnabled()
+        assert _shown_actions(panel) == ["Pause", "Cancel"]  # only what applies to a running job
         panel.pause_button.click()
         await until(lambda: panel.views[0].state == PAUSED)
-        assert panel.resume_button.isEnabled() and panel.remove_button.isEnabled()
+        assert _shown_actions(panel) == ["Resume", "Cancel", "Remove from list"]
         saved = json.loads((isolated_home / "data" / "downloads.json").read_text(encoding="utf-8"))
         assert saved["jobs"][0]["state"] == "paused"
         hub.throttle_bytes_per_s = None
         panel.resume_button.click()
         await until(lambda: panel.views[0].state == DONE)
         panel.table.selectRow(0)
+        assert _shown_actions(panel) == ["Remove from list", "Show in folder"]
+        assert panel.detail.text() == f"Saved as {BIG}" and panel.detail.toolTip().endswith(BIG)
         panel.remove_button.click()
         await until(lambda: not panel.views)
-        assert panel.empty_label.isVisible()
+        assert panel.empty.isVisible()
 
     qloop.run_until_complete(scenario())
 
@@ -97,7 +103,7 @@ def test_a_gated_failure_shows_why_and_offers_retry(qloop, make_panel, hub):
         panel.table.selectRow(0)
         assert _row_texts(panel, 0)[1] == "Failed"
         assert "accept its license" in panel.detail.text() and "token" in panel.detail.text()
-        assert panel.retry_button.isEnabled() and not panel.pause_button.isEnabled()
+        assert _shown_actions(panel) == ["Retry", "Cancel", "Remove from list"]
 
     qloop.run_until_complete(scenario())
 
@@ -116,26 +122,6 @@ def test_an_unfinished_queue_continues_when_the_panel_starts_again(qloop, make_p
         assert max(starts) > 0  # the restart resumed from the partial file
 
     qloop.run_until_complete(scenario())
-
-
-def test_settings_dialog_has_the_download_folder_and_a_hidden_token(qtbot, tmp_path):
-    from PySide6.QtWidgets import QLineEdit
-
-    from app.core.settings import Settings, load_settings, save_settings
-    from app.ui.dialogs.settings_dialog import SettingsDialog
-
-    dialog = SettingsDialog(Settings(download_dir="/models", hf_token="hf_secretsecretsecretsecret1"))
-    qtbot.addWidget(dialog)
-    assert dialog.download_dir.text() == "/models"
-    assert dialog.hf_token.echoMode() == QLineEdit.EchoMode.Password
-    dialog.download_dir.setText(str(tmp_path / "dl"))
-    dialog.hf_token.setText("")
-    saved = dialog.settings()
-    assert saved.download_dir == str(tmp_path / "dl") and saved.hf_token == ""
-    assert "hf_secret" not in repr(Settings(hf_token="hf_secretsecretsecretsecret1"))
-    save_settings(Settings(download_dir="/x", hf_token="hf_abc"), tmp_path / "s.json")
-    again = load_settings(tmp_path / "s.json")
-    assert (again.download_dir, again.hf_token) == ("/x", "hf_abc")
 
 
 def test_the_window_has_discover_and_downloads_tabs_and_a_finished_download_rescans_the_library(qloop, make_window):
@@ -167,7 +153,7 @@ def test_a_queue_file_that_cannot_be_read_or_set_aside_still_gives_a_working_pan
 
     async def scenario():
         panel = await make_panel()
-        assert panel.manager is not None and panel.views == [] and panel.empty_label.isVisible()
+        assert panel.manager is not None and panel.views == [] and panel.empty.isVisible()
         await panel.add_job(plan("org/Big-GGUF", BIG))  # queueing from Discover still works
         await until(lambda: panel.views and panel.views[0].state == DONE)
 
@@ -189,5 +175,62 @@ def test_a_queue_file_that_cannot_be_written_is_shown_not_only_logged(qloop, mak
         panel.remove_button.click()  # the next save works again: the notice goes away
         await until(lambda: not panel.save_problem_label.isVisible())
         assert queue_file.is_file()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_an_empty_queue_offers_discover_and_no_idle_buttons(qloop, make_panel, hub):
+    async def scenario():
+        panel = await make_panel()
+        assert panel.empty.isVisible() and panel.empty.title.text() == "No downloads yet"
+        assert not panel.actions_bar.isVisible() and _shown_actions(panel) == []
+        asked: list[str] = []
+        panel.open_page_requested.connect(asked.append)
+        panel.empty.button("Discover models").click()
+        assert asked == ["models/discover"]
+        hub.throttle_bytes_per_s = 1_000_000
+        await panel.add_job(plan("org/Big-GGUF", BIG))
+        await until(lambda: panel.views and panel.table.isVisible())
+        assert not panel.actions_bar.isVisible()  # a job, but none chosen: still no buttons
+        panel.table.selectRow(0)
+        assert panel.actions_bar.isVisible() and "Cancel" in _shown_actions(panel)
+        panel.table.clearSelection()
+        assert not panel.actions_bar.isVisible()
+        hub.throttle_bytes_per_s = None
+        await until(lambda: panel.views[0].state == DONE)
+
+    qloop.run_until_complete(scenario())
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_downloads_fit_a_small_laptop_in_every_state(qloop, make_panel, hub, theme):
+    from PySide6.QtWidgets import QTabWidget
+
+    from tests.support.layout import assert_fits
+    from tests.support.page_frame import themed, window_frame
+
+    long_name = "a-very-long-file-name-" * 6 + "Q4_K_M.gguf"
+    hub.add(Repo("org/" + "Long-Repository-" * 4 + "GGUF", {long_name: random_bytes(200_000, 3)}, tags=["gguf"]))
+
+    async def scenario():
+        with themed(theme):
+            panel = await make_panel()
+            tabs = QTabWidget()
+            tabs.addTab(panel, "Downloads")
+            panel.show()
+            with window_frame(tabs) as frame:
+                assert panel.empty.isVisible()
+                assert_fits(frame)  # empty
+                await panel.add_job(plan("org/Gated", "m-Q8_0.gguf"))
+                await panel.add_job(plan("org/" + "Long-Repository-" * 4 + "GGUF", long_name))
+                await panel.add_job(plan("org/Big-GGUF", BIG))
+                await until(lambda: len(panel.views) == 3 and any(v.state == FAILED for v in panel.views))
+                panel.table.selectRow(next(i for i, v in enumerate(panel.views) if v.state == FAILED))  # its reason
+                assert panel.actions_bar.isVisible()
+                assert_fits(frame)
+                frame.resize(1366, 768)
+                assert_fits(frame)
+                await until(lambda: all(v.state in (DONE, FAILED) for v in panel.views))
+            panel.setParent(None)
 
     qloop.run_until_complete(scenario())

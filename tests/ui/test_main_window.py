@@ -20,7 +20,7 @@ def test_navigation_shows_every_panel(qloop, make_window):
     async def scenario():
         window = await make_window()
         names = [window.nav.item(i).text() for i in range(window.nav.count())]
-        assert names == ["Chat", "Models", "Modelfiles", "Batch", "Bench", "Monitor"]
+        assert names == ["Chat", "Models", "Modelfiles", "Batch", "Bench", "Monitor", "Server", "Settings"]
         for row, name in enumerate(names):
             window.nav.setCurrentRow(row)
             page = window.pages.currentWidget()
@@ -29,15 +29,15 @@ def test_navigation_shows_every_panel(qloop, make_window):
     qloop.run_until_complete(scenario())
 
 
-def test_settings_dialog_saves_and_applies(qloop, make_window, isolated_home):
+def test_settings_page_saves_and_applies(qloop, make_window, isolated_home):
     async def scenario():
         window = await make_window()
         window.open_settings()
-        dialog = window._settings_dialog
-        assert dialog.isVisible()
-        dialog.n_ctx.setValue(8192)
-        dialog.temperature.setValue(0.3)
-        dialog.save_button().click()
+        page = window.settings_page
+        assert page.isVisible()
+        page.loading.n_ctx.setValue(8192)
+        page.sampling.temperature.box.setValue(0.3)
+        page.save()
         settings_file = window.context.paths.settings_file
         await until(lambda: settings_file.exists())
         saved = json.loads(settings_file.read_text())

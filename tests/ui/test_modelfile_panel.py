@@ -176,8 +176,8 @@ def test_mistyped_parameters_are_flagged_with_ollamas_text(qtbot, qloop, make_pa
         assert table.problem(0) == ""
         assert "PARAMETER temperature 0.4" in panel.editor.toPlainText()
         panel.check()
-        await until(lambda: panel.check_label.isVisible())
-        assert "Temperature" in panel.check_label.text()
+        await until(lambda: "Temperature" in panel.notice.text())
+        assert panel.notice.notices()[0].level == "error"
 
     qloop.run_until_complete(scenario())
 
@@ -240,8 +240,9 @@ def test_presets_are_listed_and_open_read_only(qtbot, qloop, make_panel):
         panel.files.tree.itemClicked.emit(item, 0)
         await until(lambda: panel.path is not None)
         assert panel.editor.toPlainText() == original
-        assert panel.editor.isReadOnly() and not panel.form.isEnabled()
+        assert panel.editor.isReadOnly() and panel.form.read_only
         assert panel.copy_button.isVisible() and not panel.files.delete_button.isEnabled()
+        assert not panel.files.save_button.isEnabled() and "Duplicate" in panel.files.save_button.toolTip()
         panel.save()
         assert panel.files.name_bar.isVisible() and panel.files.name_edit.text() == item.text(0).removesuffix(
             ".Modelfile"
@@ -360,6 +361,8 @@ def test_create_in_ollama_with_progress_and_a_failure(qtbot, qloop, make_panel):
 def test_parameter_editors_are_typed(qtbot, qloop, make_panel):
     from PySide6.QtWidgets import QAbstractItemDelegate, QCheckBox, QDoubleSpinBox, QLineEdit, QSpinBox
 
+    from app.ui.widgets.sampling_spin import SamplingSpinBox
+
     async def scenario():
         panel = await make_panel()
         panel.editor.setPlainText(
@@ -381,7 +384,7 @@ def test_parameter_editors_are_typed(qtbot, qloop, make_panel):
             view.commitData(editor)
             view.closeEditor(editor, QAbstractItemDelegate.EndEditHint.NoHint)
         assert kinds == {
-            "temperature": QDoubleSpinBox,
+            "temperature": SamplingSpinBox,
             "num_ctx": QSpinBox,
             "use_mmap": QCheckBox,
             "stop": QLineEdit,

@@ -12,7 +12,7 @@ from PySide6.QtGui import QDesktopServices, QFontDatabase
 from PySide6.QtWidgets import QMessageBox
 
 from app.services.library import index as library_module
-from app.ui.pages.models.table import ENTRY_ROLE
+from app.ui.pages.models.table import ACTION, ENTRY_ROLE, LOADED_ROLE, SECONDARY_ROLE, SIZE
 from tests.services.test_library import add_ollama_model, write_hf_folder
 from tests.support.gguf_factory import CHATML_TEMPLATE
 from tests.support.waiting import until
@@ -71,16 +71,22 @@ def test_table_fills_off_the_qt_thread_sorts_and_filters(qloop, make_window, lib
         assert scan_threads and threading.main_thread().name not in scan_threads
         assert sorted(_names(panel)) == ["cut.gguf", "hf-llama", "tiny-test-model", "tiny-test-model", "tiny:latest"]
         hf_row = _names(panel).index("hf-llama")
-        assert [panel.proxy.index(hf_row, c).data() for c in (1, 6, 7)] == ["LlamaForCausalLM", "vLLM", "Model folder"]
+        assert panel.proxy.index(hf_row, 0).data(SECONDARY_ROLE) == "hf-llama · Model folder"
+        assert panel.proxy.index(hf_row, ACTION).data() == "Serve"  # vLLM serves it
+        tiny_row = _names(panel).index("tiny:latest")
+        assert panel.proxy.index(tiny_row, ACTION).data() == "Chat"
+        assert panel.proxy.index(tiny_row, 0).data(SECONDARY_ROLE) == "Ollama · llama"
         cut = _entry(panel, "cut.gguf")
-        assert "truncated" in cut.error and panel.proxy.index(_names(panel).index("cut.gguf"), 6).data() == "error"
+        cut_row = _names(panel).index("cut.gguf")
+        assert "truncated" in cut.error and panel.proxy.index(cut_row, ACTION).data() == ""
+        assert panel.proxy.index(cut_row, 0).data(SECONDARY_ROLE) == "cut.gguf · cannot be used"
         assert "5 models" in panel.status_label.text() and "1 unusable" in panel.status_label.text()
         panel.search.setText("ollama tiny")
         assert _names(panel) == ["tiny:latest"]
         panel.search.setText("LLAMAFORCAUSAL")
         assert _names(panel) == ["hf-llama"]
         panel.search.setText("")
-        panel.table.sortByColumn(4, Qt.SortOrder.DescendingOrder)  # size, largest first
+        panel.table.sortByColumn(SIZE, Qt.SortOrder.DescendingOrder)  # size, largest first
         sizes = [panel.proxy.index(r, 0).data(ENTRY_ROLE).size_bytes for r in range(panel.proxy.rowCount())]
         assert sizes == sorted(sizes, reverse=True)
 
@@ -92,6 +98,13 @@ def test_detail_shows_metadata_and_the_full_template(qloop, make_window, library
         _window, panel = await _open_library(make_window, library)
         _select(panel, "tiny:latest")
         await until(lambda: panel.details is not None)
+        assert panel.facts.value("Quantization") == "F16" and panel.facts.value("Context") == "2,048 tokens"
+        assert panel.facts.value("Family") == "llama" and panel.facts.value("Chat template") == "built in"
+        assert panel.facts.value("Licence") == "not stated" and panel.facts.value("Engine") == "llama.cpp"
+        assert panel.title.text() == "tiny:latest" and panel.subtitle.text() == "Ollama · llama"
+        assert panel.facts.isVisible() and not panel.metadata_view.isVisible()  # the raw dump waits under Advanced
+        panel.advanced_section.set_expanded(True)
+        assert panel.metadata_view.isVisible()
         assert panel.template_view.toPlainText() == CHATML_TEMPLATE
         fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()
         assert panel.template_view.isReadOnly() and panel.template_view.font().family() == fixed
@@ -306,5 +319,304 @@ def test_estimator_without_a_gpu_runs_everything_from_ram(qloop, qtbot, monkeypa
             assert estimator.gpu_layers.toolTip() == "No NVIDIA driver found. Everything runs from RAM."
             estimator.set_header(header)  # another model: still nothing offered on the GPU
             assert estimator.gpu_layers.value() == 0 and estimator.gpu_layers.maximum() == 0
+
+    qloop.run_until_complete(scenario())
+
+
+# --- the summary, the Loaded badge, the row action, the empty state, the layout ----------------------------------
+
+
+def test_the_fits_line_says_how_much_of_this_machine_it_uses(qloop, make_window, library):
+    import re
+
+    async def scenario():
+        _window, panel = await _open_library(make_window, library)
+        await until(lambda: panel.estimator.machine is not None)
+        _select(panel, "tiny:latest")
+        await until(lambda: panel.estimator.verdict is not None)
+        text = panel.fits_label.text()
+        figures = r"(\d+\.\d of \d+\.\d (GiB|MiB)|\d+\.\d (KiB|MiB) of \d+\.\d GiB)"  # a tiny model in its own unit
+        assert re.fullmatch(rf"Fits: uses {figures} (RAM|VRAM)", text), text
+        assert (
+            panel.fits_label.property("role") == "fits"
+            and panel.fits_label.toolTip() == panel.estimator.verdict.summary
+        )
+        panel.estimator.context_size.setValue(panel.estimator.context_size.maximum())  # a million tokens
+        assert panel.fits_label.text() != text  # the line follows the estimator's settings
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_loaded_badge_follows_the_engine_host(qloop, make_window, library):
+    from app.services.engines.entries import EngineKind
+
+    async def scenario():
+        window, panel = await _open_library(make_window, library)
+        path = str(library / "tiny.gguf")
+        row_of = {e.path: r for r in range(panel.model.rowCount()) if (e := panel.model.item(r, 0).data(ENTRY_ROLE))}
+        assert not any(panel.model.item(r, 0).data(LOADED_ROLE) for r in range(panel.model.rowCount()))
+        panel.select_path(path)
+        panel.load_button.click()  # the real chat loads it through the engine host
+        await until(lambda: window.context.host.loaded(EngineKind.LLAMACPP) is not None, 60)
+        assert panel.model.item(row_of[path], 0).data(LOADED_ROLE) is True
+        assert [r for r in range(panel.model.rowCount()) if panel.model.item(r, 0).data(LOADED_ROLE)] == [row_of[path]]
+        window.open_path("models/library")
+        panel.select_path(path)
+        assert panel.loaded_badge.isVisible()
+        panel.select_path(str(library / "spare.gguf"))  # the same bytes in another file: not the loaded one
+        assert not panel.loaded_badge.isVisible()
+        await window.context.host.unload(EngineKind.LLAMACPP)
+        assert not any(panel.model.item(r, 0).data(LOADED_ROLE) for r in range(panel.model.rowCount()))
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_model_loaded_before_the_page_is_built_has_its_badge(qloop, make_window, library):
+    from app.services.engines.entries import EngineKind
+
+    async def scenario():
+        window = await make_window()
+        window.context.settings.model_folders = [str(library)]
+        path = str(library / "tiny.gguf")
+        await window.chat_panel.load_and_wait(path)
+        assert window.context.host.loaded(EngineKind.LLAMACPP) is not None
+        window.open_path("models/library")
+        panel = window.models_panel
+        await until(lambda: panel.last_scan is not None and panel._scan_task.done())
+        panel.select_path(path)
+        assert panel.loaded_badge.isVisible()
+
+    qloop.run_until_complete(scenario())
+
+
+@pytest.fixture
+def make_library(make_standalone_panel, tmp_path, monkeypatch):
+    """``await make_library(folders)``: a Library page on its own, its model folders ``folders``; no HF cache or
+    Ollama models on this machine."""
+    from app.ui.pages.models.library import ModelsPanel
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "empty-ollama"))
+
+    async def make(folders):
+        def build(context):
+            context.settings.model_folders = [str(f) for f in folders]
+            return ModelsPanel(context)
+
+        panel = await make_standalone_panel(build, (1000, 640))
+        await until(lambda: panel.last_scan is not None and panel._scan_task.done())
+        return panel
+
+    return make
+
+
+def test_an_empty_library_offers_the_starter_discover_and_a_folder(qloop, make_library, tmp_path, tiny_gguf):
+    async def scenario():
+        panel = await make_library([])
+        assert panel.pages.currentWidget() is panel.empty and panel.empty.isVisible()
+        assert panel.empty.title.text() == "No models yet"
+        asked: list[object] = []
+        panel.starter_requested.connect(lambda: asked.append("starter"))
+        panel.open_page_requested.connect(asked.append)
+        panel.empty.button("Use the starter model").click()
+        panel.empty.button("Discover models").click()
+        assert asked == ["starter", "models/discover"]
+        folder = tmp_path / "my models"
+        folder.mkdir()
+        shutil.copyfile(tiny_gguf, folder / "tiny.gguf")
+        await panel.add_model_folder(str(folder))
+        assert panel.context.settings.model_folders == [str(folder)]
+        assert panel.pages.currentWidget() is not panel.empty and _names(panel) == ["tiny-test-model"]
+        assert "Added the folder my models" in panel.notice.text() and str(tmp_path) not in panel.notice.text()
+        saved = panel.context.paths.settings_file
+        await until(saved.exists)
+        assert str(folder) in saved.read_text(encoding="utf-8")
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_search_that_matches_nothing_says_so_and_clears(qloop, make_library, library):
+    async def scenario():
+        panel = await make_library([library])
+        panel.search.setText("no-such-model-anywhere")
+        assert panel.pages.currentWidget() is panel.no_match and "no-such-model-anywhere" in panel.no_match.text.text()
+        panel.no_match.button("Clear search").click()
+        assert panel.search.text() == "" and panel.pages.currentIndex() == 0 and panel.proxy.rowCount() == 5
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_rows_chat_action_loads_that_model(qloop, make_library, library):
+    from PySide6.QtTest import QTest
+
+    async def scenario():
+        panel = await make_library([library])
+        asked: list[str] = []
+        panel.load_in_chat_requested.connect(asked.append)
+        served: list[str] = []
+        panel.serve_in_vllm_requested.connect(served.append)
+        for name in ("tiny-test-model", "hf-llama", "cut.gguf"):
+            row = _names(panel).index(name)
+            rect = panel.table.visualRect(panel.proxy.index(row, ACTION))
+            QTest.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+        assert asked == [_entry(panel, "tiny-test-model").path] and served == [str(library / "hf-llama")]
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_long_name_and_the_model_file_name_are_one_name_and_a_secondary_line(qloop, make_library, tmp_path):
+    from tests.support.gguf_factory import write_tiny_gguf
+
+    folder = tmp_path / "named"
+    folder.mkdir()
+    write_tiny_gguf(folder / "gemma-3-270m-q4_k_m.gguf", name="Gemma 3 270m")
+    write_tiny_gguf(folder / "no-name-q8_0.gguf", name="")
+
+    async def scenario():
+        panel = await make_library([folder])
+        assert sorted(_names(panel)) == ["Gemma 3 270M", "no-name-q8_0"]
+        row = _names(panel).index("Gemma 3 270M")
+        assert panel.proxy.index(row, 0).data(SECONDARY_ROLE) == "gemma-3-270m-q4_k_m.gguf · Model folder"
+
+    qloop.run_until_complete(scenario())
+
+
+LONG_NAME = "A Remarkably Long Model Name That Goes On " * 4
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_library_fits_a_small_laptop_in_every_state(qloop, make_library, library, tmp_path, monkeypatch, theme):
+    from PySide6.QtWidgets import QTabWidget
+
+    from tests.support.gguf_factory import write_tiny_gguf
+    from tests.support.layout import assert_fits
+    from tests.support.page_frame import themed, window_frame
+
+    async def scenario():
+        with themed(theme):
+            ollama_models = str(library.parent / "ollama")
+            monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "no-ollama"))
+            empty = await make_library([])
+            tabs = QTabWidget()
+            tabs.addTab(empty, "Library")
+            empty.show()  # shown on its own first: back in view inside the tabs
+            with window_frame(tabs) as frame:
+                assert empty.empty.isVisible()
+                assert_fits(frame)  # empty
+                gate = threading.Event()
+                real_scan = library_module.ModelLibrary.scan
+                monkeypatch.setattr(
+                    library_module.ModelLibrary, "scan", lambda lib, *a: gate.wait(10) and real_scan(lib, *a)
+                )
+                task = empty.rescan()
+                await until(empty.progress.isVisible)
+                assert empty.status_label.text() == "Scanning…"
+                assert_fits(frame)  # scanning
+                gate.set()
+                await task
+                monkeypatch.setattr(library_module.ModelLibrary, "scan", real_scan)
+            empty.setParent(None)  # the page is its own window again, for its fixture to shut down
+            monkeypatch.setenv("OLLAMA_MODELS", ollama_models)
+            write_tiny_gguf(library / "long.gguf", name=LONG_NAME)
+            for index in range(30):
+                shutil.copyfile(library / "tiny.gguf", library / f"copy-{index}-{'x' * 60}.gguf")
+            full = await make_library([library, tmp_path / ("unplugged-" + "y" * 120)])
+            tabs = QTabWidget()  # the frame hid the first one as it closed
+            tabs.addTab(full, "Library")
+            full.show()
+            with window_frame(tabs) as frame:
+                assert full.problems_label.isVisible()
+                full.select_path(str(library / "long.gguf"))
+                await until(lambda: full.details is not None, 10)
+                await until(lambda: full.estimator.verdict is not None, 10)
+                full.advanced_section.set_expanded(True)
+                full._say("A long notice about something that happened " * 5, error=True)
+                assert_fits(frame)  # many rows, a long name, notices, a folder problem, everything open
+                frame.resize(1366, 768)
+                assert_fits(frame)
+            full.setParent(None)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_window_with_the_library_fits(qloop, make_window, library):
+    async def scenario():
+        window = await make_window()
+        window.context.settings.model_folders = [str(library)]
+        page = window.open_path("models/library")
+        await until(lambda: window.models_panel.last_scan is not None and window.models_panel._scan_task.done())
+        assert page is window.models_panel
+        hint = window.pages.currentWidget().minimumSizeHint()
+        room = (1024 - (window.width() - window.pages.width()), 700 - (window.height() - window.pages.height()))
+        assert hint.width() <= room[0] and hint.height() <= room[1], (hint, room)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_models_chat_defaults_are_edited_from_the_library(qloop, make_library, library):
+    async def scenario():
+        panel = await make_library([library])
+        path = str(library / "tiny.gguf")
+        panel.select_path(path)
+        box = panel.defaults_box
+        await until(lambda: box.current is not None)
+        assert panel.defaults_section.isVisibleTo(panel) and not box.isVisibleTo(panel)  # closed until opened
+        assert box.status.text().startswith("Uses the app's defaults")
+        assert box.context_size.value() == panel.context.settings.load.n_ctx
+        box.context_size.setValue(8192)
+        box.temperature.setValue(0.3)
+        box.max_tokens.setValue(0)  # until the context is full
+        await box.save()
+        store = panel.context.model_settings
+        saved = store.saved(path)
+        assert saved is not None and saved.load.n_ctx == 8192 and saved.sampling.temperature == 0.3
+        assert saved.sampling.max_tokens is None and saved.sampling.top_p == panel.context.settings.sampling.top_p
+        assert box.status.text().startswith("Saved for this model")
+        assert (panel.context.paths.data_dir / "model-settings.json").is_file()
+        panel.select_path(str(library / "spare.gguf"))  # another model: its own (default) values
+        await until(lambda: box.current is not None and box.entry.endswith("spare.gguf"))
+        assert box.context_size.value() == panel.context.settings.load.n_ctx
+        panel.select_path(path)
+        await until(lambda: box.current is not None and box.entry == path)
+        assert box.context_size.value() == 8192 and round(box.temperature.value(), 2) == 0.3
+        await box.reset()
+        assert store.saved(path) is None and box.context_size.value() == panel.context.settings.load.n_ctx
+        panel.select_path(str(library / "hf-llama"))
+        assert not panel.defaults_section.isVisibleTo(panel)  # vLLM's folders have no llama.cpp defaults
+
+    qloop.run_until_complete(scenario())
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_memory_bars_use_three_distinct_hues_in_both_palettes(theme):
+    from app.ui.pages.models.memory_bars import segment_colors
+    from app.ui.style.theme import _palette
+
+    colors = segment_colors(_palette(theme == "dark"))
+    hues = [c.hslHue() for c in colors]
+    for i, a in enumerate(hues):
+        for b in hues[i + 1 :]:
+            assert min(abs(a - b), 360 - abs(a - b)) >= 60, hues  # not two shades of one blue
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_window_fits_with_every_models_page(qloop, make_window, library, theme):
+    from tests.support.layout import assert_fits
+    from tests.support.page_frame import themed
+
+    async def scenario():
+        with themed(theme):
+            window = await make_window()
+            window.context.settings.model_folders = [str(library)]
+            for path in ("models/library", "models/discover", "models/downloads", "models/ollama"):
+                page = window.open_path(path)
+                assert page.isVisible()
+                if path == "models/library":
+                    await until(lambda: window.models_panel.last_scan is not None)
+                    window.models_panel.select_path(str(library / "tiny.gguf"))
+                    await until(lambda: window.models_panel.details is not None)
+                assert_fits(window)
+                window.resize(1024, 700)
+                assert (window.width(), window.height()) == (1024, 700)
 
     qloop.run_until_complete(scenario())

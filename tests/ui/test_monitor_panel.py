@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 import shiboken6
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QPalette
 
 from app.backends.protocol import KvUsage
 from app.core.monitor.alerts import Alert
@@ -18,10 +18,13 @@ from app.services.monitor.engine_processes import EngineTarget, vllm_target
 from app.services.monitor.nvml import NvmlReader
 from app.services.monitor.sampler import MonitorSampler
 from tests.support.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakePynvml
+from tests.support.layout import assert_fits
+from tests.support.page_frame import themed, window_frame
 from tests.support.waiting import until
 
 METRICS = (Path(__file__).parents[1] / "data" / "vllm_metrics_real.txt").read_text()
 GIB = 1024**3
+CPU_LINE = "RAM and CPU are shown; llama.cpp runs on the CPU"
 
 
 def sampler_factory(fake: FakePynvml):
@@ -67,10 +70,10 @@ def test_gpu_cards_engines_kv_grid_processes_and_charts(qloop, make_panel) -> No
         system = panel.system_view
         assert not system.no_gpu_label.isVisible()
         (card,) = system.cards
-        assert card.title() == "GPU 0: NVIDIA H200"
+        assert card.title() == "GPU 0 · NVIDIA H200"
         assert card.memory_bar.text().startswith("VRAM 20.0 GiB / 133.9 GiB")
         assert "power 74 W / 700 W" in card.details.text() and "SM 1980 MHz" in card.details.text()
-        assert "RAM " in system.ram_bar.text() and system.cpu_label.text().startswith("CPU: ")
+        assert system.ram_bar.text().startswith("RAM ") and system.cpu_bar.text().startswith("CPU ")
         view = panel.engines_view
         assert "llama.cpp: tiny" in view.summary.text() and "VRAM 3.0 GiB" in view.summary.text()
         assert "seq 0: 120 / 512 cells" in view.llama_bar.text()
@@ -84,9 +87,10 @@ def test_gpu_cards_engines_kv_grid_processes_and_charts(qloop, make_panel) -> No
         assert rows == {str(os.getpid()): "llama.cpp (ours)", "4321": "other"}
         names = {table.item(r, 0).text(): table.item(r, 1).text() for r in range(table.rowCount())}
         assert names["4321"] == "blender"
-        assert panel.charts["memory"].series[0][1], "the memory chart has GPU points"
+        assert panel.process_table.isVisible() and panel.processes_title.isVisible()
+        assert panel.charts["memory"].series[0][0] == "VRAM" and panel.charts["memory"].series[0][1]
         assert panel.charts["requests"].latest_text().startswith("running 32")
-        assert panel.alert_list.item(0).text() == "No alerts."
+        assert not panel.alert_list.isVisible() and not panel.alerts_title.isVisible()
 
     qloop.run_until_complete(scenario())
 
@@ -99,10 +103,17 @@ def test_no_gpu_shows_the_reason_plus_ram_and_cpu(qloop, make_panel) -> None:
         await until(lambda: panel.latest is not None, 10)
         panel.redraw()
         label = panel.system_view.no_gpu_label
-        assert label.isVisible() and label.text().startswith("No GPU readings: No NVIDIA driver found")
-        assert panel.system_view.cards == []
+        assert label.isVisible()
+        assert label.text() == f"No NVIDIA GPU: NVML library not found — {CPU_LINE}"
+        assert label.toolTip().startswith("No NVIDIA driver found")  # NVML's whole reason
+        assert panel.system_view.cards == [] and not panel.system_view.has_gpu
+        assert not panel.process_table.isVisible() and not panel.processes_title.isVisible()  # collapsed
         assert panel.system_view.ram_bar.value() > 0
-        assert panel.engines_view.summary.text().startswith("No engine running.")
+        assert [name for name, _points in panel.charts["memory"].series] == ["RAM", "engines"]  # no VRAM line
+        empty = panel.engines_view.empty
+        assert empty.isVisible() and not panel.engines_view.running.isVisible()
+        assert empty.title_label.text() == "No engine running"
+        assert "memory, KV cache and tokens/s show here" in empty.text_label.text()
         assert not panel.engines_view.kv_grid.isVisible()
 
     qloop.run_until_complete(scenario())
@@ -190,7 +201,7 @@ def test_window_has_the_monitor_page_and_alerts_reach_the_status_bar(qloop, make
     qloop.run_until_complete(scenario())
 
 
-def test_kv_grid_aggregation_and_chart_colours() -> None:
+def test_kv_grid_aggregation_and_chart_colours(qapp) -> None:
     from app.ui.pages.monitor.kv_grid import grid_cells
     from app.ui.widgets.timeseries_chart import series_colors
 
@@ -198,11 +209,20 @@ def test_kv_grid_aggregation_and_chart_colours() -> None:
     assert grid_cells(8192, 64) == (1639, 13, 5)
     assert grid_cells(100_000, 100_000) == (2000, 2000, 50)
     assert grid_cells(0, 0) == (0, 0, 1)
-    light, dark = QPalette(), QPalette()
-    light.setColor(QPalette.ColorRole.Base, QColor("white"))
-    dark.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
-    assert [c.name() for c in series_colors(light)[1:]] != [c.name() for c in series_colors(dark)[1:]]
-    assert all(c.lightness() > 128 for c in series_colors(dark)[1:])
+    shown = {}
+    for name in ("light", "dark"):
+        with themed(name):
+            palette = qapp.palette()
+            shown[name] = (series_colors(palette)[:4], palette.color(QPalette.ColorRole.Base))
+    for name, (colors, base) in shown.items():
+        hues = [c.hslHue() for c in colors]
+        for i, a in enumerate(hues):  # four hues apart from each other: no two blues
+            for b in hues[i + 1 :]:
+                assert min(abs(a - b), 360 - abs(a - b)) >= 25, (name, [c.name() for c in colors])
+        for color in colors:  # each reads on the chart's background
+            assert abs(color.lightness() - base.lightness()) >= 70, (name, color.name(), base.name())
+    assert all(c.lightness() > 128 for c in shown["dark"][0])
+    assert [c.name() for c in shown["light"][0]] != [c.name() for c in shown["dark"][0]]
 
 
 def test_a_panel_deleted_without_shutdown_stops_sampling(qloop, qtbot) -> None:
@@ -388,11 +408,12 @@ def test_chart_leaves_gaps_for_missing_values(qtbot) -> None:
     assert chart.latest_text() == "x 1"
     image = chart.grab().toImage()
     line = series_colors(chart.palette())[0]
+    plot = chart.plot_rect()
 
     def line_pixels(t: float) -> int:
-        x = round(chart.width() - 6 - (chart.width() - 12) * (100.0 - t) / 100.0)
+        x = round(chart.x_at(t))
         near = 0
-        for y in range(image.height()):
+        for y in range(int(plot.top()) + 2, int(plot.bottom()) - 1):
             c = image.pixelColor(x, y)
             if abs(c.red() - line.red()) + abs(c.green() - line.green()) + abs(c.blue() - line.blue()) < 60:
                 near += 1
@@ -400,3 +421,137 @@ def test_chart_leaves_gaps_for_missing_values(qtbot) -> None:
 
     assert line_pixels(15) > 0 and line_pixels(85) > 0
     assert line_pixels(50) == 0  # the gap is not bridged by a line
+
+
+def test_axis_ticks_are_round_in_the_figures_unit() -> None:
+    from app.ui.widgets.chart_axes import (
+        AXES,
+        byte_ticks,
+        nice_step,
+        number_label,
+        time_label,
+        time_step,
+        time_ticks,
+        value_ticks,
+    )
+
+    assert value_ticks(58) == [0, 20, 40, 60]
+    assert value_ticks(1430) == [0, 500, 1000, 1500]
+    assert value_ticks(0.37) == [0, 0.1, 0.2, 0.3, 0.4]
+    assert value_ticks(0) == [0, 1]  # nothing yet: a unit axis, not a division by zero
+    assert value_ticks(3, whole=True) == [0, 1, 2, 3] and value_ticks(0.4, whole=True) == [0, 1]
+    assert nice_step(float("nan")) == 1.0
+    _make, bytes_label = AXES["bytes"]
+    assert [bytes_label(v) for v in byte_ticks(6.1 * GIB)] == ["0 B", "2.0 GiB", "4.0 GiB", "6.0 GiB", "8.0 GiB"]
+    assert [bytes_label(v) for v in byte_ticks(300 * 2**20)] == ["0 B", "100.0 MiB", "200.0 MiB", "300.0 MiB"]
+    assert [AXES["fraction"][1](v) for v in AXES["fraction"][0](0.3, 4)] == ["0%", "25%", "50%", "75%", "100%"]
+    assert [number_label(v) for v in value_ticks(20400)] == ["0", "10,000", "20,000", "30,000"]
+    assert time_step(120, 4) == 30 and time_step(3600, 5) == 900 and time_step(30 * 3600, 5) == 21600
+    now = 1_700_000_047.0  # 22:14:07 UTC
+    ticks, step = time_ticks(now - 120, now, 4)
+    assert step == 30 and all(t % 30 == 0 for t in ticks) and now - 120 <= ticks[0] and ticks[-1] <= now
+    assert len(ticks) == 4
+    labels = [time_label(t, step) for t in ticks]
+    assert all(len(label) == 8 and label.count(":") == 2 for label in labels)  # HH:MM:SS
+    assert len(time_label(now, 300)) == 5  # HH:MM on a step of minutes
+
+
+def test_chart_axes_and_hover_show_the_value_at_the_pointer(qtbot) -> None:
+    from PySide6.QtCore import QPoint
+    from PySide6.QtTest import QTest
+
+    from app.core.units import format_bytes
+    from app.ui.widgets.chart_axes import time_label
+    from app.ui.widgets.timeseries_chart import ChartWidget
+
+    now = 1_700_000_040.0
+    chart = ChartWidget("Memory", format_bytes, window_s=120.0, axis="bytes")
+    qtbot.addWidget(chart)
+    chart.resize(480, 220)
+    chart.show()
+    ram = [(now - 120 + t, (2 + t / 60) * GIB) for t in range(0, 121, 2)]  # 2 GiB rising to 4 GiB
+    engines = [(t, None if t < now - 30 else 0.5 * GIB) for t, _v in ram]  # started 30 s ago
+    chart.set_series([("RAM", ram), ("engines", engines)], now)
+    assert chart.y_labels() == ["0 B", "1.0 GiB", "2.0 GiB", "3.0 GiB", "4.0 GiB"]
+    ticks, step = chart.x_ticks()
+    assert step == 30 and chart.x_labels() == [time_label(t, 30) for t in ticks]
+    assert chart.hover is None and chart.hover_text() == ""
+    at = now - 60  # RAM 3 GiB there; engines not yet running
+    QTest.mouseMove(chart, QPoint(round(chart.x_at(at)), chart.height() // 2))
+    assert chart.hover is not None and abs(chart.hover.t_s - at) < 1
+    assert chart.hover_text() == f"{time_label(chart.hover.t_s, 1)} · RAM 3.0 GiB · engines —"
+    hovered = chart.grab().toImage()
+    QTest.mouseMove(chart, QPoint(round(chart.x_at(now - 10)), chart.height() // 2))
+    assert chart.hover_text().endswith("· engines 512.0 MiB")
+    QTest.mouseMove(chart, QPoint(2, 2))  # over the y labels, outside the plot
+    assert chart.hover is None
+    assert chart.grab().toImage() != hovered  # the crosshair and its box are drawn only while hovering
+
+
+def test_no_gpu_lines_say_why_in_nvmls_words() -> None:
+    from app.ui.pages.monitor.views import no_gpu_line
+    from tests.support.fake_pynvml import NVML_ERROR_DRIVER_NOT_LOADED
+
+    reasons = {
+        NVML_ERROR_LIBRARY_NOT_FOUND: "No NVIDIA GPU: NVML library not found",
+        NVML_ERROR_DRIVER_NOT_LOADED: "No NVIDIA GPU: NVML: Driver Not Loaded",
+    }
+    for code, start in reasons.items():
+        readout = NvmlReader(FakePynvml([FakeGpu()], init_error=code)).read()
+        line = no_gpu_line(readout.unavailable_reason)
+        assert line == f"{start} — {CPU_LINE}"
+    no_gpus = NvmlReader(FakePynvml([])).read()
+    assert no_gpu_line(no_gpus.unavailable_reason).startswith("No NVIDIA GPU: the NVIDIA driver reports none — ")
+    permission = no_gpu_line("No permission to query the NVIDIA driver (NVML: Insufficient Permissions). Check …")
+    assert permission == "GPU readings unavailable: NVML: Insufficient Permissions — RAM and CPU are shown"
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_monitor_fits_a_small_laptop_in_every_state(qloop, make_panel, theme) -> None:
+    """No GPU (collapsed to one line), GPUs with processes, engines running, alerts: the window around the page
+    stays within 1024×700."""
+    gpus = FakePynvml(
+        [FakeGpu(used_bytes=20 * GIB, compute=[(os.getpid(), 3 * GIB)]), FakeGpu(name="NVIDIA H200 NVL")],
+        process_names={os.getpid(): "python3 -m app.backends.llamacpp.worker --with-a-long-command-line"},
+    )
+
+    async def scenario():
+        with themed(theme):
+            no_gpu = await make_panel(FakePynvml([], init_error=NVML_ERROR_LIBRARY_NOT_FOUND), targets=lambda: [])
+            with window_frame(no_gpu) as frame:
+                await until(lambda: no_gpu.latest is not None, 10)
+                no_gpu.redraw()
+                assert no_gpu.system_view.no_gpu_row.isVisible() and no_gpu.engines_view.empty.isVisible()
+                assert_fits(frame)
+            panel = await make_panel(gpus)
+            with window_frame(panel) as frame:
+                await until(lambda: panel.latest is not None and len(panel.latest.engines) == 2, 10)
+                panel.redraw()
+                assert len(panel.system_view.cards) == 2 and panel.engines_view.running.isVisible()
+                assert panel.process_table.isVisible()
+                assert_fits(frame)
+                alerts = (Alert("kv:vllm", "warning", "vLLM: KV cache 95% full " * 4), Alert("ram", "critical", "RAM"))
+                await panel.shutdown()  # no newer snapshot replaces the one with alerts
+                panel._closed = False
+                panel.snapshot_arrived.emit(panel.latest, alerts)
+                await until(lambda: panel.alert_list.isVisible())
+                assert panel.alert_list.count() == 2 and panel.alerts_title.isVisible()
+                assert_fits(frame)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_empty_engines_card_opens_chat_and_the_window_fits(qloop, make_window) -> None:
+    async def scenario():
+        window = await make_window()
+        panel = window.open_path("monitor")
+        assert panel is window.monitor_panel
+        await until(lambda: panel.latest is not None, 15)  # the real sampler, real NVML
+        panel.redraw()
+        if not panel.latest.gpus:  # this machine: the GPU parts are one line
+            assert panel.system_view.no_gpu_row.isVisible() and not panel.process_table.isVisible()
+        assert_fits(window)
+        panel.engines_view.empty.open_chat_button.click()
+        assert window.pages.currentWidget() is window.chat_panel
+
+    qloop.run_until_complete(scenario())

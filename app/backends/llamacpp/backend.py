@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from app.backends.llamacpp import protocol
+from app.backends.llamacpp.kernel_fallback import NOTE as KERNEL_NOTE
+from app.backends.llamacpp.kernel_fallback import KernelFallback
 from app.backends.llamacpp.process import WorkerProcess, describe_exit
 from app.backends.protocol import (
     BackendBase,
@@ -22,6 +26,7 @@ from app.backends.protocol import (
     KvUsage,
     ModelInfo,
     ModelLoadError,
+    RequestRefusedError,
     StateKind,
 )
 from app.core.chat.conversation import ReplyStats
@@ -29,13 +34,16 @@ from app.core.errors import ErrorKind, InvalidInputError
 from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.load_checks import context_beyond_training, memory_refusal
 from app.core.memory.fit import MachineMemory
-from app.core.params import LoadParams, SamplingParams
+from app.core.params import GenerationOptions, LoadParams, SamplingParams
 
 log = logging.getLogger("app.backends.llamacpp")
+_NO_OPTIONS = GenerationOptions()
 
 BUSY_MESSAGE = "A reply is being generated. Stop it before loading another model."
 # error kinds that mean "this request cannot work as asked": the caller changes it (CLI exit 2)
 _BAD_REQUEST_KINDS = (protocol.ERR_BAD_INPUT, protocol.ERR_TEMPLATE)
+# error kinds of a reply that mean the same: nothing wrong with the engine, the request must change (HTTP 400)
+_REFUSED_REPLY_KINDS = (protocol.ERR_BAD_INPUT, protocol.ERR_PROMPT_TOO_LONG)
 
 
 class LoadRefusedError(ModelLoadError, InvalidInputError):
@@ -52,6 +60,10 @@ class _WorkerError(BackendError):
         super().__init__(event.get("message", "the llama.cpp worker failed"))
         self.worker_kind = event.get("kind")  # the worker protocol's error kind (ERR_*)
         self.model_kept = bool(event.get("loaded"))
+
+
+class _KernelCrash(GenerationError):
+    """The worker died in llama.cpp's CPU-specific kernels; the fallback is on and the reply can be asked again."""
 
 
 @dataclass
@@ -71,12 +83,21 @@ class LlamaCppBackend(BackendBase):
 
     kind = "llamacpp"
 
-    def __init__(self, python: str | None = None, machine_memory: Callable[[], MachineMemory] | None = None) -> None:
+    def __init__(
+        self,
+        python: str | None = None,
+        machine_memory: Callable[[], MachineMemory] | None = None,
+        kernel_fallback_marker: Path | None = None,
+    ) -> None:
         """``machine_memory`` reads this machine's free memory (blocking; it runs on an executor); with it a load
-        whose context will not fit is refused before the worker tries (the worker itself checks RAM only)."""
+        whose context will not fit is refused before the worker tries (the worker itself checks RAM only).
+        ``kernel_fallback_marker`` remembers that llama.cpp's CPU-specific kernels crash on this machine."""
         super().__init__()
         self._python = python
         self._machine_memory = machine_memory
+        self.kernel_fallback = KernelFallback(kernel_fallback_marker)
+        self._recovery: asyncio.Task[None] | None = None  # the worker restarting after a kernel crash
+        self._last_load: tuple[str, LoadParams] | None = None
         self._worker: WorkerProcess | None = None
         self._ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -123,10 +144,10 @@ class LlamaCppBackend(BackendBase):
         self._set_state(StateKind.STARTING, f"loading {model.rsplit('/', 1)[-1]}")
         self._model, self._kv = None, None
         try:
-            await self._ensure_worker()
-            event = await self._request({"op": "load", "path": model, "params": params.to_dict()})
+            event = await self._load_in_worker(model, params)
         except BackendError as exc:
             raise self._load_failed(exc, previous) from exc
+        self._last_load = (model, params)
         info = event["info"]
         self._model = ModelInfo(**info)
         self._kv = KvUsage(0, self._model.n_ctx)
@@ -135,6 +156,21 @@ class LlamaCppBackend(BackendBase):
         if warning := context_beyond_training(self._model.n_ctx, self._model.n_ctx_train):
             log.info("note: %s", warning)  # INFO: the window's log shows it; the CLI prints its own line
         return self._model
+
+    async def _load_in_worker(self, model: str, params: LoadParams) -> dict[str, Any]:
+        """The worker's answer to a load; once more in a fresh worker when this one died in llama.cpp's
+        CPU-specific kernels (see ``kernel_fallback``)."""
+        for attempt in (1, 2):
+            await self._ensure_worker()
+            try:
+                return await self._request({"op": "load", "path": model, "params": params.to_dict()})
+            except _WorkerError as exc:
+                if attempt == 2 or not self._take_kernel_crash(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _take_kernel_crash(self, exc: BackendError) -> bool:
+        return isinstance(exc, _WorkerError) and exc.worker_kind == protocol.ERR_KERNEL_CRASH
 
     def _memory_refusal(self, model: str, params: LoadParams) -> str | None:
         """Blocking (header read, memory readings): run on an executor."""
@@ -168,8 +204,69 @@ class LlamaCppBackend(BackendBase):
         self._model, self._kv = None, None
         self._set_state(StateKind.STOPPED)
 
-    async def stream_chat(self, messages: list[dict[str, str]], params: SamplingParams) -> AsyncIterator[Delta]:
-        """Stream a reply. ``stop()`` ends it gracefully; cancelling the consumer also stops the worker."""
+    def stream_chat(
+        self, messages: list[dict[str, Any]], params: SamplingParams, options: GenerationOptions | None = None
+    ) -> AsyncIterator[Delta]:
+        """Stream a reply. ``stop()`` ends it gracefully; cancelling the consumer (or closing the stream) also
+        stops the worker at its next token. ``options``: structured output, tools, logprobs — enforced by a
+        grammar in the worker or refused with RequestRefusedError (InvalidInputError for a malformed shape)."""
+        return self._stream({"op": "chat", "messages": messages}, params, options)
+
+    def stream_completion(
+        self, prompt: str, params: SamplingParams, options: GenerationOptions | None = None
+    ) -> AsyncIterator[Delta]:
+        """Continue ``prompt`` as raw text, without the chat template (OpenAI's ``/v1/completions``)."""
+        if options is not None and options.tools:
+            raise InvalidInputError("A text completion cannot call tools; send the tools with a chat instead.")
+        return self._stream({"op": "complete", "prompt": prompt}, params, options)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One normalized vector per text; the model must be loaded with ``LoadParams(embedding=True)``."""
+        if not texts:
+            raise InvalidInputError("Give at least one text to embed.")
+        event = await self._model_request({"op": "embed", "texts": list(texts)})
+        return [list(vector) for vector in event["vectors"]]
+
+    async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+        """The prompt tokens of this chat, rendered by the model's chat template with ``tools`` shown."""
+        GenerationOptions(tools=tools).check()
+        event = await self._model_request({"op": "count", "messages": messages, "tools": tools})
+        return int(event["tokens"])
+
+    async def _model_request(self, command: dict[str, Any]) -> dict[str, Any]:
+        """A request to the loaded model that is not a reply (it waits behind a reply in the worker)."""
+        if self._model is None or self._worker is None or not self._worker.alive:
+            raise BackendError("No model is loaded. Open a model and load it first.")
+        try:
+            return await self._request(command)
+        except _WorkerError as exc:
+            if exc.worker_kind in _REFUSED_REPLY_KINDS:
+                raise RequestRefusedError(str(exc)) from None
+            raise
+
+    async def _stream(
+        self, command: dict[str, Any], params: SamplingParams, options: GenerationOptions | None
+    ) -> AsyncIterator[Delta]:
+        """A reply; asked once more, in a worker without llama.cpp's CPU-specific kernels, when those crashed the
+        worker before the reply's first token (the model is reloaded there first)."""
+        for attempt in (1, 2):
+            started = False
+            try:
+                async with contextlib.aclosing(self._stream_once(command, params, options)) as deltas:
+                    async for delta in deltas:  # closed with this one: the worker stops at its next token
+                        started = True
+                        yield delta
+                return
+            except _KernelCrash:
+                if attempt == 2 or started or self._recovery is None:
+                    raise
+                await self._recovery
+
+    async def _stream_once(
+        self, command: dict[str, Any], params: SamplingParams, options: GenerationOptions | None
+    ) -> AsyncGenerator[Delta, None]:
+        if options is not None:
+            options.check()
         if self.generating:
             raise BackendBusyError("A reply is already being generated. Stop it first.")
         if self._model is None or self._worker is None or not self._worker.alive:
@@ -178,14 +275,16 @@ class LlamaCppBackend(BackendBase):
         reply = _Reply(sent_at=time.perf_counter())
         self._replies[request_id] = reply
         self._begin(request_id)
-        self._worker.send({"op": "chat", "id": request_id, "messages": messages, "sampling": params.to_dict()})
+        self._worker.send(
+            {**command, "id": request_id, "sampling": params.to_dict(), "options": (options or _NO_OPTIONS).to_dict()}
+        )
         finished = False
         try:
             while True:
                 event = await reply.queue.get()
                 kind = event["event"]
                 if kind == "delta":
-                    yield Delta(event["text"])
+                    yield Delta(event["text"], logprobs=event.get("logprobs"))
                 elif kind == "done":
                     finished = True
                     return
@@ -193,14 +292,20 @@ class LlamaCppBackend(BackendBase):
                     finished = True
                     raise self._reply_error(event, "".join(reply.text))
         finally:
-            if not finished:
+            if not finished:  # the consumer stopped reading (closed, cancelled, or dropped the stream)
                 reply.abandoned = True
-                self.stop()
+                self.stop_reply(request_id)
+                while self._active == request_id:  # the worker ends it at its next token: then the next may go
+                    await self._idle.wait()
 
     def stop(self) -> None:
         """Ask the worker to stop the reply in flight at its next token."""
-        if self._active is not None and self._worker is not None:
-            self._worker.send({"op": "stop", "id": self._active})
+        if self._active is not None:
+            self.stop_reply(self._active)
+
+    def stop_reply(self, request_id: int) -> None:
+        if self._active == request_id and self._worker is not None:
+            self._worker.send({"op": "stop", "id": request_id})
 
     async def wait_idle(self) -> None:
         """Wait until no reply is in flight (after stop(), the worker still has to acknowledge)."""
@@ -238,7 +343,7 @@ class LlamaCppBackend(BackendBase):
         if self._worker is not None and self._worker.alive:
             return
         loop = asyncio.get_running_loop()
-        self._worker = WorkerProcess(loop, self._on_event, self._python)
+        self._worker = WorkerProcess(loop, self._on_event, self._python, self.kernel_fallback.worker_env())
         self._hello = loop.create_future()
         await loop.run_in_executor(None, self._worker.start)
         await self._hello
@@ -295,7 +400,9 @@ class LlamaCppBackend(BackendBase):
         tail = "\n".join(list(worker.stderr_tail)[-5:]) if worker else ""
         reason = f"The llama.cpp worker stopped unexpectedly: {describe_exit(event.get('returncode'))}."
         log.error("%s Last worker output:\n%s", reason, tail or "(none)")
-        failure = {"event": "error", "kind": protocol.ERR_EXITED, "message": reason, "tail": tail}
+        recoverable = self.kernel_fallback.crashed(event.get("returncode"))
+        kind = protocol.ERR_KERNEL_CRASH if recoverable else protocol.ERR_EXITED
+        failure = {"event": "error", "kind": kind, "message": reason, "tail": tail}
         if self._hello and not self._hello.done():
             self._hello.set_result(failure)
         for request_id, waiter in list(self._waiters.items()):
@@ -306,14 +413,36 @@ class LlamaCppBackend(BackendBase):
             if not reply.abandoned:
                 reply.queue.put_nowait({**failure, "id": request_id})
             self._end(request_id)
+        self._worker = None
+        if recoverable and self._model is not None and self._last_load is not None:
+            self._set_state(StateKind.STARTING, "restarting llama.cpp without its CPU-specific kernels")
+            self._recovery = asyncio.ensure_future(self._recover(*self._last_load))
+            return  # the model stays loaded as far as clients know: the new worker loads it again
         was_loaded = self._model is not None
         self._model, self._kv = None, None
-        self._worker = None
         if was_loaded or self._state.kind is StateKind.STARTING:
             self._set_state(StateKind.FAILED, reason + " Load the model again to continue.")
 
+    async def _recover(self, model: str, params: LoadParams) -> None:
+        """A fresh worker without the crashing kernels, with the same model loaded again."""
+        try:
+            await self._ensure_worker()
+            event = await self._request({"op": "load", "path": model, "params": params.to_dict()})
+        except BackendError as exc:
+            self._model, self._kv = None, None
+            self._set_state(StateKind.FAILED, f"{exc} Load the model again to continue.")
+            raise
+        self._model = ModelInfo(**event["info"])
+        self._kv = KvUsage(0, self._model.n_ctx)
+        self._set_state(StateKind.READY, self._model.name)
+        log.info("llama.cpp restarted without its CPU-specific kernels; %s is loaded again", model)
+
     def _reply_error(self, event: dict[str, Any], partial: str) -> BackendError:
         message = event.get("message", "generation failed")
+        if event.get("kind") in _REFUSED_REPLY_KINDS:
+            return RequestRefusedError(message, partial)
+        if event.get("kind") == protocol.ERR_KERNEL_CRASH:
+            return _KernelCrash(message + " " + KERNEL_NOTE, partial)
         if event.get("kind") == protocol.ERR_EXITED:
             message += " The partial reply was kept; load the model again to continue."
         return GenerationError(message, partial)

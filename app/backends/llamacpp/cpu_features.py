@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from app.backends.llamacpp.repack import repacking_disabled
+
 AMX_CPU_FLAGS = frozenset({"amx_int8", "amx_tile", "avx512_vnni"})
 AMX_SYMBOL = b"ggml_backend_amx_buffer_type"  # defined only in a build with AMX kernels
 _CPUINFO = Path("/proc/cpuinfo")
@@ -86,7 +88,12 @@ def uses_amx(cpuinfo: Path = _CPUINFO, library_dir: Path | None = None) -> bool:
     return build is not False
 
 
-@functools.cache
 def llama_cpp_uses_amx() -> bool:
-    """``uses_amx`` for this machine and the installed llama-cpp-python (read once, then remembered)."""
+    """``uses_amx`` for this machine and the installed llama-cpp-python, unless llama.cpp's extra buffer types
+    are switched off (``LLMW_LLAMA_NO_REPACK``, set where its kernels crash: see ``kernel_fallback``)."""
+    return not repacking_disabled() and _machine_uses_amx()
+
+
+@functools.cache
+def _machine_uses_amx() -> bool:
     return uses_amx(_CPUINFO, llama_cpp_library_dir())

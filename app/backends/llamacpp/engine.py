@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.backends.llamacpp import templates
+from app.backends.llamacpp import continuation, generation, grammars, repack, templates
+from app.backends.llamacpp.logprobs import LogprobRecorder
 from app.backends.llamacpp.protocol import (
     ERR_BAD_INPUT,
     ERR_GENERATION,
@@ -21,14 +22,22 @@ from app.backends.llamacpp.protocol import (
     ERR_PROMPT_TOO_LONG,
     ERR_TEMPLATE,
 )
+from app.backends.llamacpp.tool_calls import ToolCallFormat, tool_call_format
 from app.core.chat.formats import choose_chat_format
 from app.core.chat.prompt_errors import prompt_too_long_message
 from app.core.gguf.header import GgufFileError, GgufHeader, read_gguf_header
 from app.core.load_checks import memory_refusal
 from app.core.memory.fit import MachineMemory
-from app.core.params import GGML_TYPE_IDS, LoadParams, SamplingParams
+from app.core.params import GGML_TYPE_IDS, GenerationOptions, LoadParams, SamplingParams
 
 _TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+_TOO_LONG_TO_EMBED = re.compile(r"Requested tokens \((\d+)\) exceed batch size of (\d+)")
+EMBEDDING_ONLY = (
+    "This model was loaded for embeddings only, so it cannot write replies. Load it again without the "
+    "embedding option to chat with it."
+)
+NOT_FOR_EMBEDDING = "This model was loaded for chat. Load it again with the embedding option to embed text."
+Emit = Callable[[str, list[dict[str, Any]] | None], None]  # a text piece, and its tokens' logprobs if asked
 
 
 class EngineError(Exception):
@@ -56,6 +65,9 @@ class LlamaEngine:
         self.counter = TokenCounter()
         self._abort = threading.Event()
         self._abort_cb: Any = None
+        self.embedding = False  # loaded for embeddings only
+        self._tool_format: ToolCallFormat = tool_call_format(None)
+        self._on_token: Callable[[int], None] | None = None  # sees each sampled token (logprobs)
 
     def load(self, path: str, params: LoadParams) -> dict[str, Any]:
         problems = params.problems()
@@ -67,6 +79,7 @@ class LlamaEngine:
             raise EngineError(ERR_LOAD, str(exc)) from exc
         import llama_cpp
 
+        continuation.register_formats()
         offload = bool(llama_cpp.llama_supports_gpu_offload())
         self._check_request(header, params, offload)
         self.unload()
@@ -74,6 +87,9 @@ class LlamaEngine:
         n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers is not None else (-1 if offload else 0)
         started = time.perf_counter()
         self.llm = self._create(path, header, params, n_gpu_layers, choice.chat_format)
+        self.embedding = params.embedding
+        in_use = templates.template_in_use(params.chat_format, header.metadata)  # None: a built-in chat format
+        self._tool_format = tool_call_format(in_use[1] if in_use else None, header.architecture)
         self._install_counter()
         self._install_abort()
         self.info = {
@@ -112,8 +128,10 @@ class LlamaEngine:
         import llama_cpp
 
         kwargs = self.llama_kwargs(params, n_gpu_layers, chat_format)
+        if params.embedding:
+            kwargs.update(_embedding_kwargs(header, params))
         try:
-            with templates.tolerant_templates():
+            with templates.tolerant_templates(), repack.model_params_without_repacking(repack.repacking_disabled()):
                 return llama_cpp.Llama(model_path=path, **kwargs)
         except Exception as exc:  # every failure becomes a readable load error
             if (words := templates.describe_template_error(exc)) is not None:
@@ -159,6 +177,8 @@ class LlamaEngine:
                     counter.first_token_at = time.perf_counter()
                 counter.sampled += 1
                 counter.last_token = token
+                if self._on_token is not None:
+                    self._on_token(token)
                 yield token
 
         self.llm.generate = counting_generate
@@ -177,22 +197,77 @@ class LlamaEngine:
         self._abort.set()
 
     def stream_chat(
-        self, messages: list[dict[str, str]], sampling: SamplingParams, emit: Callable[[str], None]
+        self, messages: list[dict[str, Any]], sampling: SamplingParams, options: GenerationOptions, emit: Emit
     ) -> dict[str, Any]:
         """Generate a reply, calling ``emit`` with each text piece; returns counts and the finish reason."""
+        llm = self._generating_model()
+        return self._generate(
+            lambda: generation.open_chat(llm, messages, sampling_kwargs(sampling), options, self._tool_format),
+            options,
+            emit,
+        )
+
+    def stream_completion(
+        self, prompt: str, sampling: SamplingParams, options: GenerationOptions, emit: Emit
+    ) -> dict[str, Any]:
+        """Continue ``prompt`` as raw text (no chat template), as ``stream_chat`` does a chat."""
+        llm = self._generating_model()
+        return self._generate(
+            lambda: generation.open_completion(llm, prompt, sampling_kwargs(sampling), options, self._tool_format),
+            options,
+            emit,
+        )
+
+    def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        """The prompt tokens of this chat as the chat template renders it (tools included)."""
+        llm = self._generating_model()
+        try:
+            return generation.count_chat_tokens(llm, messages, tools, self._tool_format)
+        except Exception as exc:
+            raise self._translate(exc) from exc
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """One normalized vector per text (a model loaded with ``embedding``)."""
         if self.llm is None:
             raise EngineError(ERR_GENERATION, "No model is loaded. Load a model first.")
+        if not self.embedding:
+            raise EngineError(ERR_BAD_INPUT, NOT_FOR_EMBEDDING)
+        self._abort.clear()  # a Stop meant for an earlier reply must not abort this
+        try:
+            return [list(map(float, vector)) for vector in self.llm.embed(texts, normalize=True, truncate=False)]
+        except ValueError as exc:
+            if match := _TOO_LONG_TO_EMBED.search(str(exc)):
+                raise EngineError(
+                    ERR_PROMPT_TOO_LONG,
+                    f"A text to embed has {int(match[1]):,} tokens; this model takes {int(match[2]):,} at most as "
+                    "loaded. Split the text, or load the model with a larger context.",
+                ) from exc
+            raise self._translate(exc) from exc
+
+    def _generating_model(self) -> Any:
+        if self.llm is None:
+            raise EngineError(ERR_GENERATION, "No model is loaded. Load a model first.")
+        if self.embedding:
+            raise EngineError(ERR_BAD_INPUT, EMBEDDING_ONLY)
+        return self.llm
+
+    def _generate(
+        self, open_stream: Callable[[], Iterator[dict[str, Any]]], options: GenerationOptions, emit: Emit
+    ) -> dict[str, Any]:
+        """Drive a chunk stream to its end (or Stop), emitting text with its logprobs when asked."""
         self._abort.clear()
         self.counter = TokenCounter()
+        recorder = LogprobRecorder(self.llm, options.top_logprobs or 0) if options.logprobs else None
+        self._on_token = recorder.record if recorder is not None else None
         finish_reason = None
         stream = None
         try:
-            stream = self.llm.create_chat_completion(messages=messages, stream=True, **sampling_kwargs(sampling))
+            stream = open_stream()
             for chunk in stream:
                 choice = chunk["choices"][0]
-                text = choice["delta"].get("content")
+                text = choice["text"] if "text" in choice else choice["delta"].get("content")
                 if text:
-                    emit(text)
+                    emit(text, recorder.take() if recorder is not None else None)
                 finish_reason = choice.get("finish_reason") or finish_reason
                 if self._abort.is_set():
                     break
@@ -202,7 +277,8 @@ class LlamaEngine:
             else:
                 raise self._translate(exc) from exc
         finally:
-            if stream is not None:
+            self._on_token = None
+            if stream is not None and hasattr(stream, "close"):
                 stream.close()
         if self._abort.is_set():
             finish_reason = "stopped"
@@ -211,6 +287,8 @@ class LlamaEngine:
     def _translate(self, exc: Exception) -> EngineError:
         if (words := templates.describe_template_error(exc)) is not None:
             return EngineError(ERR_TEMPLATE, words)
+        if isinstance(exc, continuation.ContinuationError | grammars.GrammarError):
+            return EngineError(ERR_BAD_INPUT, str(exc))
         match = _TOO_LONG.search(str(exc))
         if match:
             return EngineError(ERR_PROMPT_TOO_LONG, prompt_too_long_message(int(match[1]), int(match[2])))
@@ -270,6 +348,21 @@ def sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
     if sampling.seed is not None:
         kwargs["seed"] = sampling.seed
     return kwargs
+
+
+def _embedding_kwargs(header: GgufHeader, params: LoadParams) -> dict[str, Any]:
+    """A context that embeds whole texts (up to the context size) into one vector each: the model's own pooling,
+    or mean pooling when it has none (a chat model loaded for embeddings)."""
+    import llama_cpp
+
+    pooling = header.metadata.get(f"{header.architecture}.pooling_type")
+    pooled = isinstance(pooling, int) and pooling > 0
+    return {
+        "embedding": True,
+        "n_batch": params.n_ctx,
+        "n_ubatch": params.n_ctx,
+        "pooling_type": llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED if pooled else llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+    }
 
 
 def _load_failure_message(path: str, architecture: str | None, n_ctx: int, exc: Exception) -> str:

@@ -54,8 +54,15 @@ def worker_command(python: str | None = None) -> list[str]:
 class WorkerProcess:
     """One running worker. Events and the exit are delivered on ``loop`` through ``on_event``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_event: EventHandler, python: str | None = None) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_event: EventHandler,
+        python: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self._loop = loop
+        self._extra_env = dict(extra_env or {})
         self._on_event = on_event
         self._command = worker_command(python)
         self._proc: subprocess.Popen[bytes] | None = None
@@ -71,7 +78,7 @@ class WorkerProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self._extra_env)
         if not _frozen():
             package_root = str(Path(__file__).resolve().parents[3])
             env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)

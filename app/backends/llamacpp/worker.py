@@ -15,7 +15,7 @@ import traceback
 from typing import Any, BinaryIO
 
 from app.backends.llamacpp import protocol
-from app.core.params import LoadParams, SamplingParams
+from app.core.params import GenerationOptions, LoadParams, SamplingParams
 
 
 class Worker:
@@ -68,8 +68,12 @@ class Worker:
             if op == "load":
                 info = self.engine.load(command["path"], LoadParams.from_dict(command.get("params", {})))
                 self.send({"event": "loaded", "id": request_id, "info": info})
-            elif op == "chat":
-                self._chat(request_id, command)
+            elif op in ("chat", "complete"):
+                self._generate(request_id, command)
+            elif op == "embed":
+                self._embed(request_id, command)
+            elif op == "count":
+                self._count(request_id, command)
             elif op == "unload":
                 self.engine.unload()
                 self.send({"event": "unloaded", "id": request_id})
@@ -79,7 +83,8 @@ class Worker:
             self._send_error(request_id, exc.kind, str(exc))
         except Exception as exc:  # a bug or unforeseen library error must not end the worker
             traceback.print_exc(file=sys.stderr)  # the app logs the worker's stderr
-            kind = {"load": protocol.ERR_LOAD, "chat": protocol.ERR_GENERATION}.get(str(op), protocol.ERR_BAD_COMMAND)
+            kinds = {"load": protocol.ERR_LOAD, "chat": protocol.ERR_GENERATION, "complete": protocol.ERR_GENERATION}
+            kind = kinds.get(str(op), protocol.ERR_BAD_COMMAND)
             self._send_error(request_id, kind, f"The llama.cpp worker failed ({op}): {type(exc).__name__}: {exc}")
 
     def _send_error(self, request_id: Any, kind: str, message: str) -> None:
@@ -87,29 +92,64 @@ class Worker:
         loaded = self.engine.llm is not None
         self.send({"event": "error", "id": request_id, "kind": kind, "message": message, "loaded": loaded})
 
-    def _chat(self, request_id: int | None, command: dict[str, Any]) -> None:
+    def _generate(self, request_id: int | None, command: dict[str, Any]) -> None:
+        """A chat (``messages``) or a raw completion (``prompt``), streamed as delta events, then done."""
         from app.backends.llamacpp.engine import EngineError
 
-        if not _valid_messages(command.get("messages")):
+        sampling = SamplingParams.from_dict(command.get("sampling") or {})
+        options = GenerationOptions.from_dict(command.get("options") or {})
+        if problems := options.problems():
+            raise EngineError(protocol.ERR_BAD_INPUT, " ".join(problems))
+        if command["op"] == "chat" and not _valid_messages(command.get("messages")):
             raise EngineError(protocol.ERR_BAD_COMMAND, "a chat needs messages: a list of objects, each with a role")
+        if command["op"] == "complete" and not isinstance(command.get("prompt"), str):
+            raise EngineError(protocol.ERR_BAD_COMMAND, "a completion needs a prompt: a string")
         self._active_chat = request_id
         try:
-            result = self.engine.stream_chat(
-                command["messages"],
-                SamplingParams.from_dict(command.get("sampling", {})),
-                lambda text: self.send(
-                    {
-                        "event": "delta",
-                        "id": request_id,
-                        "text": text,
-                        "kv_used": self.engine.context_tokens(),
-                        "generated": self.engine.counter.sampled,  # tokens sampled so far in this reply
-                    }
-                ),
-            )
+            if command["op"] == "chat":
+                result = self.engine.stream_chat(command["messages"], sampling, options, self._delta_sender(request_id))
+            else:
+                result = self.engine.stream_completion(
+                    command["prompt"], sampling, options, self._delta_sender(request_id)
+                )
         finally:
             self._active_chat = None
         self.send({"event": "done", "id": request_id, "generated": self.engine.counter.sampled, **result})
+
+    def _delta_sender(self, request_id: int | None) -> Any:
+        def send_delta(text: str, logprobs: list[dict[str, Any]] | None) -> None:
+            event: dict[str, Any] = {
+                "event": "delta",
+                "id": request_id,
+                "text": text,
+                "kv_used": self.engine.context_tokens(),
+                "generated": self.engine.counter.sampled,  # tokens sampled so far in this reply
+            }
+            if logprobs is not None:
+                event["logprobs"] = logprobs
+            self.send(event)
+
+        return send_delta
+
+    def _embed(self, request_id: int | None, command: dict[str, Any]) -> None:
+        from app.backends.llamacpp.engine import EngineError
+
+        texts = command.get("texts")
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            raise EngineError(protocol.ERR_BAD_COMMAND, "embed needs texts: a non-empty list of strings")
+        self.send({"event": "embedded", "id": request_id, "vectors": self.engine.embed(texts)})
+
+    def _count(self, request_id: int | None, command: dict[str, Any]) -> None:
+        from app.backends.llamacpp.engine import EngineError
+
+        if not _valid_messages(command.get("messages")):
+            raise EngineError(protocol.ERR_BAD_COMMAND, "count needs messages: a list of objects, each with a role")
+        tools = command.get("tools") or None
+        if problems := GenerationOptions(tools=tools).problems():
+            raise EngineError(protocol.ERR_BAD_INPUT, " ".join(problems))
+        self.send(
+            {"event": "counted", "id": request_id, "tokens": self.engine.count_tokens(command["messages"], tools)}
+        )
 
 
 def _valid_messages(messages: Any) -> bool:

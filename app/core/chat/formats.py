@@ -15,6 +15,9 @@ _FORMAT_BY_ARCH = (
     ("llama", "llama-2"),
 )
 FALLBACK_FORMAT = "chatml"
+# The app's own format for base models: the conversation as one running text, no turn markers, so the model
+# continues what was written (Ollama's raw ``TEMPLATE {{ .Prompt }}``). Registered in the llama.cpp worker.
+TEXT_CONTINUATION_FORMAT = "text-continuation"
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class ChatFormatChoice:
 
 
 def choose_chat_format(architecture: str | None, has_template: bool, requested: str | None = None) -> ChatFormatChoice:
+    if requested == TEXT_CONTINUATION_FORMAT:
+        return ChatFormatChoice(requested, "Text continuation: the model continues what you write (no chat turns).")
     if requested:
         return ChatFormatChoice(requested, f"Using the chat format '{requested}' that was asked for.")
     if has_template:

@@ -5,9 +5,11 @@ A parameter an engine cannot honour is reported with the reason, never dropped s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.core.chat.formats import TEXT_CONTINUATION_FORMAT
 from app.core.modelfile.params import format_params
 from app.core.modelfile.parser import Modelfile, ModelfileError
 from app.core.params import LoadParams, SamplingParams
@@ -134,6 +136,15 @@ class VllmPreset:
         return notes + self.warnings
 
 
+_RAW_TEMPLATE = re.compile(r"\{\{-?\s*\.Prompt\s*-?\}\}")
+
+
+def raw_template(modelfile: Modelfile) -> bool:
+    """Whether TEMPLATE is Ollama's raw ``{{ .Prompt }}``: the text as written, no turn markers. llama.cpp honours
+    it with the app's text-continuation chat format (a base model continues the conversation as one text)."""
+    return modelfile.template is not None and _RAW_TEMPLATE.fullmatch(modelfile.template.strip()) is not None
+
+
 def _instructions_ignored(modelfile: Modelfile, engine: int) -> list[Ignored]:
     """Non-parameter instructions the engine (0 llama.cpp, 1 vLLM) does not apply."""
     present = {command.name for command in modelfile.commands}
@@ -191,6 +202,10 @@ def to_llamacpp(modelfile: Modelfile, load: LoadParams, sampling: SamplingParams
     adapters = modelfile.adapters()
     if adapters:
         load_changes["lora_path"] = adapters[-1]  # as in Ollama, only the last ADAPTER counts
+    ignored += _instructions_ignored(modelfile, 0)
+    if raw_template(modelfile):
+        load_changes["chat_format"] = TEXT_CONTINUATION_FORMAT
+        ignored = [item for item in ignored if item.name != "TEMPLATE"]
     froms = modelfile.froms()
     return LlamaCppPreset(
         load=replace(load, **load_changes),
@@ -198,7 +213,7 @@ def to_llamacpp(modelfile: Modelfile, load: LoadParams, sampling: SamplingParams
         system=modelfile.system,
         messages=modelfile.messages(),
         model=froms[0] if froms else None,
-        ignored=ignored + _instructions_ignored(modelfile, 0),
+        ignored=ignored,
         warnings=warnings,
     )
 

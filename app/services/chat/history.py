@@ -238,27 +238,43 @@ def _message_rows(conversation_id: int, messages: Iterable[Message], created_at:
         }
 
 
-def _message_from_row(row: sqlite3.Row) -> Message:
+_MESSAGE_COLUMNS = "id, role, content, status, model, backend, settings_json, stats_json, error"
+_ROLES = {str(role): role for role in Role}
+_STATUSES = {str(status): status for status in MessageStatus}
+_FAST_JSON_CHARS = 4096  # shorter JSON cannot nest deep enough to matter: parsed directly (opening a long chat)
+
+
+def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
+    """A message from a row of ``_MESSAGE_COLUMNS`` (in that order): ~3,000 a chat open, so kept lean."""
+    message_id, role, content, status, model, backend, settings_json, stats_json, error = row
     return Message(
-        role=Role(row["role"]),
-        content=row["content"],
-        status=MessageStatus(row["status"]),
-        id=row["id"],
-        model=row["model"],
-        backend=row["backend"],
-        settings=_json_column(row, "settings_json") or {},
-        stats=ReplyStats.from_dict(_json_column(row, "stats_json")),
-        error=row["error"],
+        role=_ROLES.get(role) or Role(role),
+        content=content,
+        status=_STATUSES.get(status) or MessageStatus(status),
+        id=message_id,
+        model=model,
+        backend=backend,
+        settings=_json_column(settings_json, "settings_json", message_id) or {},
+        stats=ReplyStats.from_dict(_json_column(stats_json, "stats_json", message_id)),
+        error=error,
     )
 
 
-def _json_column(row: sqlite3.Row, column: str) -> dict[str, Any] | None:
+def _json_column(text: str | None, column: str, message_id: int) -> dict[str, Any] | None:
     """A JSON-object column; a damaged one reads as empty (logged) so the conversation still opens."""
-    text = row[column]
     if not text:
         return None
+    if text == "{}":
+        return {}
+    if len(text) <= _FAST_JSON_CHARS:
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            value = None  # the safe path below says what is wrong
+        if isinstance(value, dict):
+            return value
     try:  # no size bound: the text is already in memory; depth and syntax are what can go wrong
-        return safe_json.loads_object(text, what=f"the {column} of message {row['id']}", max_bytes=None)
+        return safe_json.loads_object(text, what=f"the {column} of message {message_id}", max_bytes=None)
     except safe_json.JsonError as exc:
         log.warning("History %s; the message is shown without it.", exc)
         return None
@@ -377,7 +393,7 @@ class ConversationStore:
         with self._reading() as conn:
             self._require_conversation(conn, conversation_id)
             rows = conn.execute(
-                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position LIMIT ? OFFSET ?",
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY position LIMIT ? OFFSET ?",
                 (conversation_id, limit, offset),
             ).fetchall()
         return [_message_from_row(row) for row in rows]
@@ -406,7 +422,8 @@ class ConversationStore:
         with self._reading() as conn:
             head = self._require_conversation(conn, conversation_id)
             rows = conn.execute(
-                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position", (conversation_id,)
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY position",
+                (conversation_id,),
             ).fetchall()
         return Conversation(
             title=head["title"],

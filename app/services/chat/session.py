@@ -1,4 +1,7 @@
-"""One conversation driven through the engine host: send, stream, stop, regenerate, edit — always saved.
+"""One conversation driven through the engine host: send, stream, stop, regenerate, edit, continue — always saved.
+
+A new chat is a draft until its first message: it is stored then (with any messages a preset seeded), so no
+empty chats pile up in the history.
 
 Qt-free: the chat page observes it through ``ChatObserver``; the CLI and tests can drive it directly. Which
 engine it asks is ``engine`` (the chat workspace moves it when the user switches engines).
@@ -10,8 +13,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
-from app.core.chat.conversation import Conversation, Message, MessageStatus, Role, title_from
+from app.core.chat.conversation import Conversation, Message, MessageStatus, ReplyStats, Role, title_from
 from app.core.errors import AppError, BusyError
 from app.core.params import SamplingParams
 from app.services.chat.history import AsyncConversationStore
@@ -22,6 +26,7 @@ from app.services.engines.replies import ReplyStream
 log = logging.getLogger(__name__)
 
 PARTIAL_SAVE_INTERVAL_S = 1.5
+NEW_TITLE = "New chat"
 
 
 class ChatObserver:
@@ -66,37 +71,52 @@ class ChatSession:
         return self.conversation
 
     async def new(
-        self, system_prompt: str = "", messages: list[tuple[str, str]] | None = None, title: str = "New chat"
+        self, system_prompt: str = "", messages: list[tuple[str, str]] | None = None, title: str = NEW_TITLE
     ) -> Conversation:
-        """Start a chat; ``messages`` (role, text) seed its history, as a Modelfile's MESSAGE lines do."""
-        conversation = await self.store.create(title=title, system_prompt=system_prompt)
-        assert conversation.id is not None
-        for role, text in messages or []:
-            if role == Role.SYSTEM:
-                continue  # the system prompt is the conversation's own
-            conversation.messages.append(await self.store.append_message(conversation.id, Message(Role(role), text)))
+        """Start a chat (a draft: stored with its first message); ``messages`` (role, text) seed its history, as a
+        Modelfile's MESSAGE lines do."""
+        seeded = [Message(Role(role), text) for role, text in messages or [] if role != Role.SYSTEM]
+        conversation = Conversation(title=title, system_prompt=system_prompt, messages=seeded)
         self.conversation = conversation
         self.observer.conversation_changed(conversation)
         return conversation
+
+    @property
+    def is_draft(self) -> bool:
+        """A chat not stored yet (nothing was sent in it)."""
+        return self.conversation is not None and self.conversation.id is None
 
     async def set_system_prompt(self, text: str) -> None:
         conversation = await self._current()
         if conversation.system_prompt != text:
             conversation.system_prompt = text
-            assert conversation.id is not None
-            await self.store.set_system_prompt(conversation.id, text)
+            if conversation.id is not None:
+                await self.store.set_system_prompt(conversation.id, text)
 
     async def send(self, text: str) -> Message | None:
         """Save the user's message, then generate and save the reply. Returns the reply."""
         conversation = await self._current()
+        if conversation.title == NEW_TITLE:
+            conversation.title = title_from(text)
+            if conversation.id is not None:
+                await self.store.rename(conversation.id, conversation.title)
+        await self._stored()
         assert conversation.id is not None
         user = await self.store.append_message(conversation.id, Message(Role.USER, text))
         conversation.messages.append(user)
-        if conversation.title == "New chat":
-            conversation.title = title_from(text)
-            await self.store.rename(conversation.id, conversation.title)
         self.observer.conversation_changed(conversation)
         return await self._generate()
+
+    async def continue_reply(self) -> Message | None:
+        """Let the model go on with the last reply (one that stopped at the token limit, or was stopped): the
+        prompt ends with that reply unfinished and what the model writes is appended to it. None when the chat
+        does not end with a reply to continue."""
+        conversation = await self._current()
+        last = conversation.messages[-1] if conversation.messages else None
+        if last is None or last.role is not Role.ASSISTANT or not last.content:
+            return None
+        await self._stored()
+        return await self._generate(continuing=last)
 
     async def regenerate(self) -> Message | None:
         """Replace the last reply with a new one."""
@@ -133,27 +153,45 @@ class ChatSession:
         assert self.conversation is not None
         return self.conversation
 
+    async def _stored(self) -> Conversation:
+        """The conversation, stored now if it is still a draft (with the messages a preset seeded)."""
+        conversation = await self._current()
+        if conversation.id is None:
+            stored = await self.store.create(title=conversation.title, system_prompt=conversation.system_prompt)
+            conversation.id, conversation.updated_at = stored.id, stored.updated_at
+            assert conversation.id is not None
+            for message in conversation.messages:
+                await self.store.append_message(conversation.id, message)
+        return conversation
+
     async def _truncate_from(self, index: int) -> None:
         conversation = await self._current()
         message = conversation.messages[index]
-        assert conversation.id is not None and message.id is not None
-        await self.store.truncate_after(conversation.id, message.id, inclusive=True)
+        if conversation.id is not None and message.id is not None:
+            await self.store.truncate_after(conversation.id, message.id, inclusive=True)
         del conversation.messages[index:]
 
-    async def _generate(self) -> Message | None:
+    async def _generate(self, continuing: Message | None = None) -> Message | None:
         if self.generating:
             raise BusyError("A reply is already being generated. Stop it first.")
-        conversation = await self._current()
+        conversation = await self._stored()
         assert conversation.id is not None
         sampling = self._sampling()
-        prompt = conversation.prompt_messages()
-        reply = self._new_reply(sampling)
-        await self.store.append_message(conversation.id, reply)
-        conversation.messages.append(reply)
+        prompt = conversation.prompt_messages()  # ends with the unfinished reply when continuing
+        earlier = continuing.stats if continuing is not None else None
+        if continuing is None:
+            reply = self._new_reply(sampling)
+            await self.store.append_message(conversation.id, reply)
+            conversation.messages.append(reply)
+        else:
+            reply = continuing
+            reply.status, reply.error = MessageStatus.STREAMING, None
         self.generating = True
         self.observer.reply_started(reply)
         try:
             await self._stream_into(reply, prompt, sampling)
+            if continuing is not None:
+                reply.stats = _continued_stats(earlier, reply.stats)
         finally:
             try:
                 await self.store.update_message(reply)
@@ -172,7 +210,7 @@ class ChatSession:
         )  # fmt: skip
 
     async def _stream_into(self, reply: Message, prompt: list[dict[str, str]], sampling: SamplingParams) -> None:
-        parts: list[str] = []
+        parts: list[str] = [reply.content] if reply.content else []  # a continued reply keeps what it had
         self._parts = parts
         saving: asyncio.Task[None] | None = None
         last_save = time.monotonic()
@@ -203,3 +241,10 @@ class ChatSession:
                 await ended.aclose()
             if saving is not None:
                 await asyncio.shield(saving)
+
+
+def _continued_stats(earlier: ReplyStats | None, now: ReplyStats | None) -> ReplyStats | None:
+    """The figures of a reply that was continued: the tokens of both parts, the latest prompt, speed and end."""
+    if earlier is None or now is None:
+        return now
+    return replace(now, completion_tokens=earlier.completion_tokens + now.completion_tokens)

@@ -6,12 +6,14 @@ what the workspace's sessions report.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.backends.protocol import ModelInfo
-from app.core.chat.conversation import Conversation
+from app.core.chat.conversation import Conversation, Role
 from app.core.errors import BusyError
 from app.core.modelfile.parser import Modelfile
 from app.core.modelfile.presets import engine_switch_notes, to_llamacpp, to_vllm
@@ -19,6 +21,7 @@ from app.core.params import LoadParams, SamplingParams
 from app.services.chat.history import AsyncConversationStore
 from app.services.chat.session import ChatObserver, ChatSession
 from app.services.engines.entries import EngineKind, engine_of
+from app.services.model_settings import ModelSettings, ModelSettingsStore
 from app.services.workstation import Workstation
 
 log = logging.getLogger("app.services.chat")
@@ -40,6 +43,7 @@ class PresetOutcome:
     model: str | None  # FROM, as the preset names it
     notes: list[str]
     reload_needed: bool
+    load: LoadParams | None = None  # the load options it sets (llama.cpp)
 
 
 class ChatWorkspace:
@@ -55,15 +59,15 @@ class ChatWorkspace:
         self.session: ChatSession | None = None
         self.background: dict[int, ChatSession] = {}  # chats still generating while another is shown
         self.engine = EngineKind.LLAMACPP
-        self.preset_load: LoadParams | None = None  # load options from a Modelfile, used instead of the defaults
 
     # --- start-up ---------------------------------------------------------------------------------------------
     async def start(self) -> list[str]:
         """Open the history and show the newest chat; returns notices for the person (e.g. replies cut off)."""
+        await asyncio.get_running_loop().run_in_executor(None, self.model_settings.load)
+        notices = [self.model_settings.problem] if self.model_settings.problem else []
         store = await self.workstation.open_history()
         if store is None:
-            return [f"{self.workstation.store_problem} Chats in this session will not be saved."]
-        notices = []
+            return [*notices, f"{self.workstation.store_problem} Chats in this session will not be saved."]
         recovered = await store.recover_interrupted()
         if recovered:
             notices.append(f"{recovered} reply(s) were cut off when the app last closed; they are kept and marked.")
@@ -134,8 +138,33 @@ class ChatWorkspace:
                 await self.session.new(self.workstation.settings.system_prompt)
 
     # --- the model chats run on -------------------------------------------------------------------------------
-    def load_params(self) -> LoadParams:
-        return self.preset_load or self.workstation.settings.load
+    @property
+    def model_settings(self) -> ModelSettingsStore:
+        return self.workstation.model_settings
+
+    @property
+    def entry(self) -> str | None:
+        """The model the chats run on now (loaded on the chat's engine), as an entry."""
+        loaded = self.host.loaded(self.engine)
+        return loaded.entry if loaded else None
+
+    def load_params(self, entry: str | None = None) -> LoadParams:
+        """How ``entry`` (default: the model loaded now) loads: its own settings, else the defaults."""
+        entry = entry or self.entry
+        return self.model_settings.effective_load(entry) if entry else self.workstation.settings.load
+
+    def settings_of(self, entry: str) -> ModelSettings:
+        """The model's settings (its own, or its built-in ones: the starter model's preset)."""
+        return self.model_settings.get(entry)
+
+    async def remember(self, entry: str, **changes: Any) -> ModelSettings:
+        """Save ``changes`` (ModelSettings fields) for ``entry``, off the event loop's thread."""
+        update = functools.partial(self.model_settings.update, entry, **changes)
+        return await asyncio.get_running_loop().run_in_executor(None, update)
+
+    async def forget(self, entry: str) -> None:
+        """Back to the defaults for ``entry``."""
+        await asyncio.get_running_loop().run_in_executor(None, self.model_settings.forget, entry)
 
     def loaded_params(self) -> LoadParams:
         """The load options of the model the chat's engine holds now (the defaults when none)."""
@@ -152,7 +181,7 @@ class ChatWorkspace:
         to another engine (what that changes for the chat on screen is in the outcome's notes)."""
         if self.busy(any_chat=True):
             raise BusyError("A reply is being generated. Stop it before loading another model.")
-        params = params or self.load_params()
+        params = params or self.load_params(entry)
         target = engine_of(entry)
         self.host.engine_for(entry)  # the engine must be there before the chat leaves the one it is on
         notes = await self._switch_engine(target, params) if target is not self.engine else []
@@ -175,18 +204,31 @@ class ChatWorkspace:
         await self.host.unload(self.engine)
 
     # --- presets ----------------------------------------------------------------------------------------------
-    def preset(self, modelfile: Modelfile, name: str, sampling: SamplingParams) -> PresetOutcome:
-        """What a Modelfile sets for the chat's engine, through that engine's own mapping (vLLM has its own)."""
-        if self.engine is EngineKind.VLLM:
+    def preset(
+        self, modelfile: Modelfile, name: str, sampling: SamplingParams, entry: str | None = None
+    ) -> PresetOutcome:
+        """What a Modelfile sets for the chat's engine, through that engine's own mapping (vLLM has its own), over
+        the settings of ``entry`` (default: the model loaded now). ``remember_preset`` keeps it for the model."""
+        engine = engine_of(entry) if entry else self.engine
+        if engine is EngineKind.VLLM:
             vllm = to_vllm(modelfile)
             system = vllm.system if vllm.system is not None else _system_lines(vllm.messages)
             return PresetOutcome(vllm.sampling_over(sampling), system, vllm.messages, None, vllm.notes(name), False)
-        preset = to_llamacpp(modelfile, self.load_params(), sampling)
-        reload_needed = self.model is not None and bool(preset.load_changed(self.loaded_params()))
-        self.preset_load = preset.load
+        preset = to_llamacpp(modelfile, self.load_params(entry), sampling)
+        loaded_here = entry is None or entry == self.entry
+        reload_needed = loaded_here and self.model is not None and bool(preset.load_changed(self.loaded_params()))
         system = preset.system if preset.system is not None else _system_lines(preset.messages)
         notes = preset.notes(name, reload_needed)
-        return PresetOutcome(preset.sampling, system, preset.messages, preset.model, notes, reload_needed)
+        return PresetOutcome(
+            preset.sampling, system, preset.messages, preset.model, notes, reload_needed, preset.load
+        )  # fmt: skip
+
+    async def remember_preset(self, entry: str, preset: PresetOutcome, name: str) -> None:
+        """Keep a preset's sampling and load options as the model's own settings."""
+        changes: dict[str, Any] = {"sampling": preset.sampling, "preset": name}
+        if preset.load is not None:
+            changes["load"] = preset.load
+        await self.remember(entry, **changes)
 
     async def start_preset_chat(self, preset: PresetOutcome, name: str) -> Conversation:
         assert self.session is not None
@@ -204,6 +246,17 @@ class ChatWorkspace:
             await asyncio.wait_for(_until_idle(generating), timeout)
         except TimeoutError:
             log.warning("a reply did not stop in time; closing the engine")
+
+
+def context_tokens(conversation: Conversation | None) -> int | None:
+    """Tokens this chat fills in a model's context after its last reply (prompt and reply, as measured); 0 for a
+    chat without messages; None when no reply was measured yet."""
+    if conversation is None or not conversation.messages:
+        return 0
+    for message in reversed(conversation.messages):
+        if message.role is Role.ASSISTANT and message.stats is not None and message.stats.prompt_tokens:
+            return message.stats.prompt_tokens + message.stats.completion_tokens
+    return None
 
 
 def _system_lines(messages: list[tuple[str, str]]) -> str:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from app.backends.factory import create_backend
-from app.backends.protocol import Backend, BackendState, ConcurrentChats, ModelInfo
-from app.core.errors import UnavailableError
-from app.core.params import LoadParams, SamplingParams
+from app.backends.protocol import Backend, BackendState, ConcurrentChats, Embeddings, ModelInfo, TokenCounting
+from app.core.errors import InvalidInputError, UnavailableError
+from app.core.params import GenerationOptions, LoadParams, SamplingParams
 from app.services.engines.entries import EngineKind, engine_model, engine_of, entry_for
 from app.services.engines.events import (
     EngineEvent,
@@ -40,6 +41,7 @@ from app.services.engines.vllm_server import ManagedVllm
 log = logging.getLogger("app.services.engines")
 
 Listener = Callable[[EngineEvent], None]
+_T = TypeVar("_T")
 NO_VLLM = "No vLLM server is running: start one or connect to a running one first."
 
 
@@ -157,15 +159,72 @@ class EngineHost:
             self.emit(ModelUnloaded(kind, loaded.entry))
 
     # --- replies --------------------------------------------------------------------------------------------
-    def stream_chat(self, kind: EngineKind, messages: list[dict[str, str]], sampling: SamplingParams) -> ReplyStream:
+    def stream_chat(
+        self,
+        kind: EngineKind,
+        messages: list[dict[str, Any]],
+        sampling: SamplingParams,
+        options: GenerationOptions | None = None,
+    ) -> ReplyStream:
         """A reply from that engine's loaded model; it waits its turn on a single-sequence engine."""
+        return self._reply(kind, messages, sampling, options, None)
+
+    def complete(
+        self, kind: EngineKind, prompt: str, sampling: SamplingParams, options: GenerationOptions | None = None
+    ) -> ReplyStream:
+        """A raw text completion of ``prompt`` (no chat template); it waits its turn like a reply."""
+        return self._reply(kind, [], sampling, options, prompt)
+
+    async def embed(self, kind: EngineKind, texts: list[str]) -> list[list[float]]:
+        """Vectors for ``texts`` from that engine's model (loaded for embeddings); waits its turn like a reply."""
+        engine = self._running(kind)
+        if not isinstance(engine, Embeddings):
+            raise InvalidInputError(f"The {kind} engine cannot embed text here.")
+        return await self._in_turn(kind, engine.embed(texts))
+
+    async def count_tokens(
+        self, kind: EngineKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> int:
+        """The prompt tokens of a chat as that engine's model renders it; waits its turn like a reply."""
+        engine = self._running(kind)
+        if not isinstance(engine, TokenCounting):
+            raise InvalidInputError(f"The {kind} engine cannot count tokens here.")
+        return await self._in_turn(kind, engine.count_tokens(messages, tools))
+
+    def _reply(
+        self,
+        kind: EngineKind,
+        messages: list[dict[str, Any]],
+        sampling: SamplingParams,
+        options: GenerationOptions | None,
+        prompt: str | None,
+    ) -> ReplyStream:
+        engine = self._running(kind)
+        turnstile, finished = self._turnstiles.get(kind), self._reply_finished(kind)
+        reply = ReplyStream(engine, messages, sampling, turnstile, finished, options=options, prompt=prompt)
+        self._replies.add(reply)
+        return reply
+
+    def _running(self, kind: EngineKind) -> Backend:
         self._bind()
         engine = self._engines.get(kind)
         if engine is None:
             raise UnavailableError(NO_VLLM if kind is EngineKind.VLLM else f"The {kind} engine is not running.")
-        reply = ReplyStream(engine, messages, sampling, self._turnstiles.get(kind), self._reply_finished(kind))
-        self._replies.add(reply)
-        return reply
+        return engine
+
+    async def _in_turn(self, kind: EngineKind, work: Awaitable[_T]) -> _T:
+        """Await ``work`` in this engine's line (at once on an engine that runs requests concurrently)."""
+        turnstile = self._turnstiles.get(kind)
+        ticket = turnstile.ticket() if turnstile is not None else None
+        try:
+            if ticket is not None:
+                await ticket
+            return await work
+        finally:
+            if turnstile is not None and ticket is not None:
+                turnstile.leave(ticket)
+            if asyncio.iscoroutine(work):
+                work.close()  # never awaited when the wait was cancelled
 
     def _reply_finished(self, kind: EngineKind) -> Callable[[ReplyStream], None]:
         def finished(reply: ReplyStream) -> None:

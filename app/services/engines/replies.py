@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from app.backends.protocol import Backend, Delta, ReplyHandle
+from app.backends.protocol import Backend, Delta, ReplyHandle, TextCompletion
 from app.core.chat.conversation import ReplyStats
-from app.core.params import SamplingParams
+from app.core.errors import InvalidInputError
+from app.core.params import GenerationOptions, SamplingParams
 
 if TYPE_CHECKING:
     from app.services.engines.gate import Turnstile
@@ -17,19 +18,25 @@ if TYPE_CHECKING:
 class ReplyStream:
     """``async for delta in reply``; ``place`` is its place in line (0 while it generates, None when it runs
     on an engine that takes replies concurrently or has ended); ``stop()`` ends it at the next token or takes it
-    out of the line; ``stats`` are its figures once it has ended."""
+    out of the line; ``stats`` are its figures once it has ended. With ``prompt`` it is a raw text completion
+    (``messages`` unused); ``options`` go to the engine with the request."""
 
     def __init__(
         self,
         backend: Backend,
-        messages: list[dict[str, str]],
+        messages: list[dict[str, Any]],
         sampling: SamplingParams,
         turnstile: Turnstile | None,
         finished: Callable[[ReplyStream], None],
+        *,
+        options: GenerationOptions | None = None,
+        prompt: str | None = None,
     ) -> None:
         self.backend = backend
         self._messages = messages
         self._sampling = sampling
+        self._options = options
+        self._prompt = prompt
         self._turnstile = turnstile
         self._ticket: asyncio.Future[None] | None = turnstile.ticket() if turnstile is not None else None
         self._finished = finished
@@ -61,10 +68,10 @@ class ReplyStream:
         return self
 
     async def __anext__(self) -> Delta:
-        if self._inner is None:
-            await self._begin()
-        assert self._inner is not None
         try:
+            if self._inner is None:
+                await self._begin()
+            assert self._inner is not None
             return await self._inner.__anext__()
         except StopAsyncIteration:
             await self.aclose()
@@ -85,7 +92,16 @@ class ReplyStream:
             self.stats = ReplyStats(finish_reason="stopped")
             await self.aclose()
             raise StopAsyncIteration
-        self._inner = self.backend.stream_chat(self._messages, self._sampling)
+        self._inner = self._open()
+
+    def _open(self) -> AsyncIterator[Delta]:
+        if self._prompt is None and self._options is None:
+            return self.backend.stream_chat(self._messages, self._sampling)
+        if self._prompt is None:
+            return self.backend.stream_chat(self._messages, self._sampling, self._options)
+        if not isinstance(self.backend, TextCompletion):
+            raise InvalidInputError(f"The {self.backend.kind} engine cannot complete raw text; send a chat instead.")
+        return self.backend.stream_completion(self._prompt, self._sampling, self._options)
 
     async def aclose(self) -> None:
         """End the reply (idempotent): the engine's stream is closed and the turn passes on."""

@@ -1,4 +1,5 @@
-"""Everything the Models panel shows about one library entry: all metadata and the full chat template.
+"""Everything the Models panel shows about one library entry: a human summary first (family, parameters,
+quantization, size, context, licence), then all metadata and the full chat template.
 
 Blocking (reads a GGUF header or an HF folder's JSON files): call it off the Qt thread.
 """
@@ -12,13 +13,15 @@ from typing import Any
 
 from app.core import safe_json
 from app.core.gguf.header import GgufFileError, GgufHeader, read_gguf_header
-from app.services.library.index import KIND_GGUF, LibraryEntry
+from app.core.units import MISSING, format_bytes
+from app.services.library.index import KIND_GGUF, LibraryEntry, human_count
 
 MAX_SHOWN_VALUE_CHARS = 400
 
 
 @dataclass
 class EntryDetails:
+    facts: list[tuple[str, str]] = field(default_factory=list)  # (label, value): the human summary
     metadata: list[tuple[str, str]] = field(default_factory=list)  # (key, value as text)
     chat_template: str | None = None
     header: GgufHeader | None = None  # GGUFs: for the memory estimate
@@ -29,8 +32,12 @@ def entry_details(entry: LibraryEntry) -> EntryDetails:
     """Read the entry's metadata (never raises for a broken file: ``error`` says why)."""
     try:
         if entry.kind == KIND_GGUF:
-            return _gguf_details(Path(entry.path))
-        return _hf_details(Path(entry.path))
+            details = _gguf_details(Path(entry.path))
+            details.facts = gguf_facts(entry, details.header)
+            return details
+        details = _hf_details(Path(entry.path))
+        details.facts = hf_facts(entry, details.metadata)
+        return details
     except (GgufFileError, ValueError) as exc:
         return EntryDetails(error=str(exc))
     except OSError as exc:
@@ -87,3 +94,38 @@ def _hf_chat_template(folder: Path) -> str | None:
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("default") or next(iter(named.values()), None)
     return template if isinstance(template, str) else None
+
+
+def gguf_facts(entry: LibraryEntry, header: GgufHeader | None) -> list[tuple[str, str]]:
+    """The summary a person reads first: family, parameters, quantization, size, context, licence, engine."""
+    meta = header.metadata if header is not None else {}
+    family = entry.family or entry.architecture
+    if family and entry.architecture and family != entry.architecture:
+        family = f"{family} ({entry.architecture})"
+    size_label = meta.get("general.size_label")
+    parameters = size_label if isinstance(size_label, str) and size_label else human_count(entry.parameter_count)
+    template = "built in" if header is not None and header.chat_template else "none (a base model: it continues text)"
+    return [
+        ("Family", family or MISSING),
+        ("Parameters", parameters or MISSING),
+        ("Quantization", entry.quantization or MISSING),
+        ("Size", format_bytes(entry.size_bytes)),
+        ("Context", f"{entry.context_length:,} tokens" if entry.context_length else MISSING),
+        ("Licence", entry.license or "not stated"),
+        ("Chat template", template),
+        ("Engine", entry.backend),
+    ]
+
+
+def hf_facts(entry: LibraryEntry, metadata: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The same summary for a Hugging Face-format folder (from its config.json)."""
+    config = dict(metadata)
+    return [
+        ("Architecture", entry.architecture or MISSING),
+        ("Parameters", human_count(entry.parameter_count) or MISSING),
+        ("Weights", entry.quantization or MISSING),
+        ("Size", format_bytes(entry.size_bytes)),
+        ("Context", f"{entry.context_length:,} tokens" if entry.context_length else MISSING),
+        ("Model type", config.get("config.model_type", MISSING).strip('"')),
+        ("Engine", entry.backend),
+    ]

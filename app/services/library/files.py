@@ -101,8 +101,12 @@ def gguf_summary(path: Path) -> dict[str, Any]:
 
 
 def summary_from_header(header: GgufHeader) -> dict[str, Any]:
+    meta = header.metadata
     return {
         "name": header.name,
+        "general_name": _text(meta.get("general.name")),
+        "family": _text(meta.get("general.basename")) or header.architecture,
+        "license": _text(meta.get("general.license")),
         "architecture": header.architecture,
         "parameter_count": parameter_count(header),
         "parameters_declared": isinstance(header.metadata.get("general.parameter_count"), int),
@@ -110,6 +114,10 @@ def summary_from_header(header: GgufHeader) -> dict[str, Any]:
         "context_length": header.context_length,
         "error": None,
     }
+
+
+def _text(value: object) -> str | None:
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def parameter_count(header: GgufHeader) -> int | None:

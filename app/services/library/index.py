@@ -30,6 +30,7 @@ from app.services.library.hf_cache import (
     model_folder_summary,
     scan_hf_cache,
 )
+from app.services.library.names import model_display_name
 from app.services.library.ollama_store import ollama_models_dir, scan_ollama_store
 from app.services.paths import AppPaths
 
@@ -89,10 +90,17 @@ class LibraryEntry:
     error: str | None = None
     repo_id: str | None = None  # the HF repository, for the HF cache
     root: str = ""  # the library root it was found under
+    family: str | None = None  # general.basename (``gemma-3``), else the architecture
+    license: str | None = None  # general.license
 
     @property
     def backend(self) -> str:
         return BACKEND_BY_KIND[self.kind]
+
+    @property
+    def file_name(self) -> str:
+        """The file (or folder) name: secondary text under the model's name."""
+        return Path(self.path).name
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -175,7 +183,7 @@ class ModelLibrary:
     def _scan_hf_cache(self, root: Path, report: WalkReport, add: _Adder) -> None:
         for repo in scan_hf_cache(root, report):
             for file in repo.gguf_files:
-                add.gguf(file.path, root, SOURCE_HF_CACHE, name=f"{repo.repo_id}/{file.relative}", repo_id=repo.repo_id)
+                add.gguf(file.path, root, SOURCE_HF_CACHE, name=None, repo_id=repo.repo_id)
             if repo.model_folder is not None:
                 add.hf_folder(repo.model_folder, root, SOURCE_HF_CACHE, repo.repo_id)
 
@@ -245,10 +253,11 @@ class _Adder:
         info, file_stamp = self._summary(path, key, gguf_summary)
         if info is None or file_stamp is None:
             return  # vanished during the scan: dropped
+        # Ollama's entries keep Ollama's name; a file that cannot be read shows its file name (which file to fix)
+        display = name or (path.name if info.get("error") else model_display_name(info.get("general_name"), path))
         size_bytes = file_stamp.size_bytes
         if split is not None:
             info, size_bytes = _with_shards(path, info, size_bytes)
-        display = name or info.get("name") or path.name  # an unreadable file shows its file name
         self._append(path, display, KIND_GGUF, source, root, info, size_bytes, repo_id)
 
     def hf_folder(self, folder: Path, root: Path, source: EntrySource, repo_id: str | None) -> None:
@@ -316,6 +325,8 @@ class _Adder:
                 error=info.get("error"),
                 repo_id=repo_id,
                 root=str(root),
+                family=info.get("family"),
+                license=info.get("license"),
             )
         )
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from app.backends.llamacpp.cpu_features import llama_cpp_uses_amx
 from app.core.memory.fit import MachineMemory
+from app.services.paths import app_paths
 
 if TYPE_CHECKING:
     from app.services.monitor.nvml import NvmlReader
@@ -42,5 +43,5 @@ def read_machine_memory(nvml: NvmlReader | None = None) -> MachineMemory:
         ram_total_bytes=int(ram.total),
         ram_available_bytes=int(ram.available),
         gpu_unavailable_reason=reason if not gpus else None,
-        cpu_amx=llama_cpp_uses_amx(),
+        cpu_amx=llama_cpp_uses_amx() and not app_paths().llama_kernel_fallback.exists(),
     )

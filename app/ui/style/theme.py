@@ -140,7 +140,7 @@ QPushButton {{ padding: 5px 12px; border: 1px solid {c["border"]}; border-radius
 QPushButton:hover {{ background: {c["hover"]}; }}
 QPushButton:disabled {{ color: {c["muted"]}; }}
 QPushButton[role="accent"] {{ background: {c["accent"]}; color: {c["on_accent"]}; border-color: {c["accent"]}; }}
-QPushButton[role="accent"]:disabled {{ background: {c["border"]}; border-color: {c["border"]}; }}
+QPushButton[role="accent"]:disabled {{ background: {c["hover"]}; border-color: {c["border"]}; color: {c["muted"]}; }}
 QToolButton {{ border: none; border-radius: {RADIUS}px; padding: 4px; }}
 QToolButton:hover {{ background: {c["hover"]}; }}
 QToolButton:checked {{ background: {c["accent_soft"]}; }}
@@ -171,6 +171,15 @@ QListWidget[role="sections"]::item {{ padding: 6px 8px; border-radius: {RADIUS}p
 QListWidget[role="sections"]::item:selected {{ background: {c["accent_soft"]}; color: {c["text"]}; }}
 QListWidget[role="sections"]::item:hover:!selected {{ background: {c["hover"]}; }}
 QFrame[role="footer"] {{ border: none; border-top: 1px solid {c["border"]}; }}
+QLabel[role="badge"] {{ background: {c["success_bg"]}; color: {c["success"]}; border: 1px solid {c["success"]};
+    border-radius: 8px; padding: 0px 7px; font-size: 9pt; font-weight: 600; }}
+QLabel[role="fits"] {{ color: {c["success"]}; font-weight: 600; }}
+QLabel[role="tight"] {{ color: {c["warning"]}; font-weight: 600; }}
+QLabel[role="wont-fit"] {{ color: {c["error"]}; font-weight: 600; }}
+QToolButton[role="disclosure"] {{ font-weight: 600; padding: 4px 2px; }}
+QLabel[role="error"] {{ color: {c["error"]}; }}
+QFrame#example_chip:hover, QFrame#example_chip:focus {{ background: {c["hover"]}; border-color: {c["accent"]}; }}
+QFrame#chat_drawer {{ border: none; border-left: 1px solid {c["border"]}; }}
 """
 
 

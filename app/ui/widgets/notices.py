@@ -95,7 +95,7 @@ class NoticeArea(QWidget):
         log.info("notice (%s): %s", level, text)
         self._rebuild()
         if timeout_ms:
-            QTimer.singleShot(timeout_ms, lambda: self.dismiss(key))
+            QTimer.singleShot(timeout_ms, self, lambda: self.dismiss(key))  # not after the area is gone
         return key
 
     def dismiss(self, key: str) -> None:

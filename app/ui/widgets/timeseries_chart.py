@@ -49,14 +49,20 @@ def gap_segments(points: Points) -> list[list[tuple[float, float]]]:
     return runs
 
 
-def nearest(points: Points, t_s: float) -> tuple[float, float | None] | None:
-    """The point closest in time to ``t_s`` (points sorted by time); None when there are none."""
+def nearest(points: Points, t_s: float, within_s: float = float("inf")) -> tuple[float, float | None] | None:
+    """The point closest in time to ``t_s`` (points sorted by time) if it lies ``within_s`` of it, else None."""
     if not points:
         return None
     times = [t for t, _v in points]
     i = bisect.bisect_left(times, t_s)
     candidates = [points[j] for j in (i - 1, i) if 0 <= j < len(points)]
-    return min(candidates, key=lambda p: abs(p[0] - t_s))
+    best = min(candidates, key=lambda p: abs(p[0] - t_s))
+    return best if abs(best[0] - t_s) <= within_s else None
+
+
+def reading_spacing(points: Points) -> float:
+    """The usual time between readings (the mean over the points); 0 with fewer than two."""
+    return (points[-1][0] - points[0][0]) / (len(points) - 1) if len(points) > 1 else 0.0
 
 
 @dataclass(frozen=True)
@@ -164,12 +170,14 @@ class ChartWidget(QWidget):
 
     # --- hover --------------------------------------------------------------------------------------------
     def hover_at(self, t_s: float) -> Hover | None:
-        """Each series' reading nearest to ``t_s`` (None where that reading is a gap); None with no data."""
+        """Each series' reading at ``t_s`` — the nearest within a reading's spacing or a few pixels; None where
+        there is none, or it is a gap. None with no data at all."""
         if not self.has_data():
             return None
+        pixel_s = self.window_s / max(1.0, self.plot_rect().width())
         values = []
         for name, points in self._shown:
-            point = nearest(points, t_s)
+            point = nearest(points, t_s, max(6 * pixel_s, 0.75 * reading_spacing(points)))
             values.append((name, None if point is None else point[1]))
         return Hover(t_s, tuple(values))
 

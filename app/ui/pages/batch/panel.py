@@ -12,38 +12,46 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QButtonGroup,
     QCheckBox,
     QFileDialog,
+    QFrame,
     QGridLayout,
     QGroupBox,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QListWidget,
     QProgressBar,
     QRadioButton,
+    QScrollArea,
     QSpinBox,
-    QTableWidget,
+    QSplitter,
+    QStackedWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from app.core.batch.input import BatchInput, BatchInputError, load_batch_input
+from app.core.batch.input import BatchInput, BatchInputError, BatchRequest, load_batch_input
 from app.core.units import MISSING, format_duration, format_tokens_per_s
 from app.services.batch.runner import BatchError, BatchProgress, BatchRunner, BatchSummary
 from app.services.engines.events import VllmEndpoint
 from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
+from app.ui.pages.batch.empty_state import BatchEmptyState, write_example
+from app.ui.style.icons import icon
+from app.ui.style.theme import SPACE_S, set_role
 from app.ui.tasks import spawn
-from app.ui.widgets.factories import slot_button, widget_row, wrapped_label
+from app.ui.widgets.elided_label import ElidedLabel
+from app.ui.widgets.factories import read_only_table, slot_button, widget_row, wrapped_label
 from app.ui.widgets.status_text import show_status
 
 PROGRESS_INTERVAL_S = 0.25
+PREVIEW_ROWS = 5
+PREVIEW_CHARS = 80
 
 
 def _ms(value: float | None) -> str:
@@ -92,8 +100,11 @@ class BatchPanel(QWidget):
 
     # --- layout -----------------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.server_radio = QRadioButton()
-        self.url_radio = QRadioButton("This address:")
+        self.server_radio = QRadioButton("The vLLM page's server")
+        self.server_detail = ElidedLabel(mode=Qt.TextElideMode.ElideRight)
+        self.server_detail.setObjectName("batch_server_detail")
+        set_role(self.server_detail, "muted")
+        self.url_radio = QRadioButton("This address")
         self.url_radio.setChecked(True)
         group = QButtonGroup(self)
         group.addButton(self.server_radio)
@@ -101,48 +112,92 @@ class BatchPanel(QWidget):
         self.url_edit = _line("http://127.0.0.1:8000")
         self.key_edit = _line("API key (if the server needs one)")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.model_edit = _line("model (default: the first one the server lists)")
-        self.input_edit = _line("requests.jsonl or .csv: {id, messages | prompt, max_tokens…} per line")
+        self.model_edit = _line("model (default: the first the server lists)")
+        self.input_edit = _line("requests.jsonl or .csv")
+        self.input_edit.setObjectName("batch_input")
         self.output_edit = _line("results.jsonl: one line per finished request, appended")
         self.as_chat = QCheckBox("CSV prompts go to the chat endpoint")
         self.concurrency = QSpinBox()
         self.concurrency.setRange(1, 1024)
         self.concurrency.setValue(8)
+        self.concurrency.setToolTip("Requests in flight at once")
         self.shortest_first = QCheckBox("Shortest prompts first")
         self.priority = QCheckBox("Send priorities (vLLM --scheduling-policy priority)")
         self.input_info = wrapped_label(name="batch_input_info", hidden=True)
-        self.problems = QListWidget()
-        self.problems.setObjectName("batch_problems")
-        self.problems.setMaximumHeight(110)
+        self.preview_label = _caption("Preview: the first requests")
+        self.preview = _list("batch_preview")
+        self.problems_label = _caption("Lines that will not run")
+        self.problems = _list("batch_problems")
         self.run_button = slot_button("Run", self.run_batch)
+        self.run_button.setIcon(icon("play"))
+        set_role(self.run_button, "accent")
         self.cancel_button = slot_button("Cancel", self.cancel_batch)
         self.progress = QProgressBar()
         self.progress_label = wrapped_label(name="batch_progress", hidden=True)
         self.status = wrapped_label(name="batch_status", hidden=True)
-        self.table = QTableWidget(0, 2)
-        self.table.setObjectName("batch_summary")
-        self.table.setHorizontalHeaderLabels(["Figure", "Value"])
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table = read_only_table(("Figure", "Value"), "batch_summary", stretch=1)
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         self.copy_button = slot_button("Copy as Markdown", self.copy_markdown)
+        self.copy_button.setIcon(icon("copy"))
+        self.empty_state = BatchEmptyState(self.open_example, self.browse_input)
         self._lay_out()
+        self._show_preview(None)
         self.input_edit.editingFinished.connect(self._input_edited)
         for edit in (self.url_edit, self.key_edit, self.model_edit):
             self.url_radio.toggled.connect(edit.setEnabled)
+        for edit in (self.input_edit, self.output_edit, self.url_edit):
+            edit.textChanged.connect(self._sync_run)
+        self.url_radio.toggled.connect(self._sync_run)
         self._running(False)
         self._unfollow = follow_vllm_endpoint(self.context.host, self._vllm_changed)
 
     def _lay_out(self) -> None:
+        setup = QWidget()
+        column = QVBoxLayout(setup)
+        column.setContentsMargins(0, 0, SPACE_S, 0)
+        column.addWidget(self._server_box())
+        column.addWidget(self._requests_box())
+        column.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(setup)
+        self.results = QStackedWidget()
+        empty = QWidget()  # the card keeps its own height, at the top
+        empty_layout = QVBoxLayout(empty)
+        empty_layout.setContentsMargins(0, 0, 0, 0)
+        empty_layout.addWidget(self.empty_state)
+        empty_layout.addStretch(1)
+        self.results.addWidget(empty)
+        self.results.addWidget(self._results_box())
+        run = QWidget()
+        run_column = QVBoxLayout(run)
+        run_column.setContentsMargins(SPACE_S, 0, 0, 0)
+        run_column.addLayout(widget_row(self.run_button, self.cancel_button, QWidget(), stretch_at=2))
+        run_column.addWidget(self.status)
+        run_column.addWidget(self.results, 1)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(scroll)
+        splitter.addWidget(run)
+        splitter.setChildrenCollapsible(False)
+        splitter.setSizes([460, 420])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACE_S, SPACE_S, SPACE_S, SPACE_S)
+        layout.addWidget(splitter)
+
+    def _server_box(self) -> QGroupBox:
         server = QGroupBox("Server")
         grid = QGridLayout(server)
-        grid.addWidget(self.server_radio, 0, 0, 1, 4)
+        grid.addWidget(self.server_radio, 0, 0)
+        grid.addWidget(self.server_detail, 0, 1)
         grid.addWidget(self.url_radio, 1, 0)
         grid.addWidget(self.url_edit, 1, 1)
-        grid.addWidget(self.key_edit, 1, 2)
-        grid.addWidget(self.model_edit, 1, 3)
+        grid.addWidget(self.key_edit, 2, 1)
+        grid.addWidget(self.model_edit, 3, 1)
+        grid.setColumnStretch(1, 1)
+        return server
+
+    def _requests_box(self) -> QGroupBox:
         files = QGroupBox("Requests")
         rows = QGridLayout(files)
         for row, (label, edit, browse) in enumerate(
@@ -151,34 +206,44 @@ class BatchPanel(QWidget):
             rows.addWidget(QLabel(label), row, 0)
             rows.addWidget(edit, row, 1)
             rows.addWidget(slot_button("Browse…", browse), row, 2)
-        rows.addWidget(self.input_info, 2, 1, 1, 2)
-        rows.addWidget(self.problems, 3, 1, 1, 2)
-        options = widget_row(QLabel("Concurrency"), self.concurrency, self.shortest_first, self.priority, self.as_chat)
+        options = widget_row(QLabel("Concurrency"), self.concurrency, self.shortest_first)
         options.addStretch(1)
-        rows.addLayout(options, 4, 1, 1, 2)
-        results = QGroupBox("Run")
+        below = QVBoxLayout()
+        below.addWidget(self.input_info)
+        for widget in (self.preview_label, self.preview, self.problems_label, self.problems):
+            below.addWidget(widget)
+        below.addLayout(options)
+        below.addWidget(self.priority)
+        below.addWidget(self.as_chat)
+        rows.addLayout(below, 2, 1, 1, 2)
+        rows.setColumnStretch(1, 1)
+        return files
+
+    def _results_box(self) -> QGroupBox:
+        results = QGroupBox("Progress and summary")
         box = QVBoxLayout(results)
-        box.addLayout(widget_row(self.run_button, self.cancel_button, self.progress, stretch_at=2))
+        self.results_hint = wrapped_label(name="batch_results_hint")
+        set_role(self.results_hint, "muted")
+        box.addWidget(self.results_hint)
+        box.addWidget(self.progress)
         box.addWidget(self.progress_label)
-        box.addWidget(self.status)
         box.addWidget(self.table, 1)
         box.addLayout(widget_row(self.copy_button, QWidget(), stretch_at=1))
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        for part, stretch in ((server, 0), (files, 0), (results, 1)):
-            layout.addWidget(part, stretch)
+        box.addStretch(0)  # takes the height while the table is hidden
+        return results
 
     # --- the server ----------------------------------------------------------------------------------------
     def set_endpoint(self, base_url: str, api_key: str, model: str) -> None:
         """The server the vLLM page has ready (``""`` when none): offered first, and chosen."""
         self._announced = (base_url, api_key, model) if base_url else None
         if base_url:
-            self.server_radio.setText(f"The vLLM server from the vLLM page: {model} at {base_url}")
+            self.server_detail.set_full_text(f"{model} at {base_url}")
             self.server_radio.setChecked(True)
         else:
-            self.server_radio.setText("The vLLM server from the vLLM page (start or connect one there)")
+            self.server_detail.set_full_text("none yet: start or connect one on the vLLM page")
             self.url_radio.setChecked(True)
         self.server_radio.setEnabled(bool(base_url))
+        self._sync_run()
 
     def clear_endpoint(self) -> None:
         self.set_endpoint("", "", "")
@@ -195,6 +260,29 @@ class BatchPanel(QWidget):
         else:
             base, key, model = self.url_edit.text().strip(), self.key_edit.text().strip(), self.model_edit.text()
         return base, key or None, model.strip() or None
+
+    def missing(self) -> list[str]:
+        """What Run still needs, in words ("a server address", "an input file", "an output file")."""
+        base, _key, _model = self._endpoint()
+        values = (
+            ("a server address", base),
+            ("an input file", self.input_edit.text()),
+            ("an output file", self.output_edit.text()),
+        )
+        return [what for what, value in values if not value.strip()]
+
+    def _sync_run(self) -> None:
+        """Run is offered only when everything is set; its tooltip says what is missing."""
+        if not hasattr(self, "cancel_button"):
+            return
+        active = self._task is not None and not self._task.done()
+        missing = self.missing()
+        self.run_button.setEnabled(not active and not missing)
+        if missing:
+            self.run_button.setToolTip(f"Choose {' and '.join(missing)} first.")
+        else:
+            self.run_button.setToolTip("Send every request to the server, at most Concurrency at once.")
+        self.results.setCurrentIndex(1 if self.input_edit.text().strip() or self.summary is not None else 0)
 
     # --- files ---------------------------------------------------------------------------------------------
     def browse_input(self) -> None:
@@ -232,11 +320,25 @@ class BatchPanel(QWidget):
         if path:
             spawn(self.read_input(), "batch: read input")
 
+    def open_example(self) -> asyncio.Task[Any]:
+        """Write the example requests into the app's data folder and use them as the input."""
+        return spawn(self._open_example(), "batch: open the example")
+
+    async def _open_example(self) -> None:
+        folder = self.context.paths.data_dir / "batch"
+        try:
+            path = await asyncio.get_running_loop().run_in_executor(None, write_example, folder)
+        except OSError as exc:
+            show_status(self.status, f"Cannot write the example: {exc.strerror or exc}.", error=True)
+            return
+        self.input_edit.setText(str(path))
+        self.output_edit.clear()
+        self._input_edited()
+
     async def read_input(self) -> BatchInput | None:
         """Read the input file in an executor; list its bad lines. None (and the reason shown) when unreadable."""
         path = self.input_edit.text().strip()
-        self.problems.clear()
-        self.problems.hide()
+        self._show_preview(None)
         try:
             loaded = await asyncio.get_running_loop().run_in_executor(
                 None, load_batch_input, path, self.as_chat.isChecked()
@@ -246,22 +348,39 @@ class BatchPanel(QWidget):
             show_status(self.input_info, _sentence(str(exc)), error=True)
             return None
         self.loaded = loaded
-        for problem in loaded.problems:
-            self.problems.addItem(str(problem))
-        self.problems.setVisible(bool(loaded.problems))
+        self._show_preview(loaded)
+        if self._task is None or self._task.done():
+            self._sync_results()
         bad = f"; {len(loaded.problems)} bad lines will not run (listed below)" if loaded.problems else ""
         notes = "".join(f" {note}" for note in loaded.notes)
         show_status(self.input_info, f"{len(loaded.requests)} requests{bad}.{notes}", muted=not loaded.problems)
         return loaded
+
+    def _show_preview(self, loaded: BatchInput | None) -> None:
+        """The first requests and the bad lines, each under its caption; hidden when there are none."""
+        self.preview.clear()
+        self.problems.clear()
+        requests = loaded.requests if loaded else []
+        problems = loaded.problems if loaded else []
+        for request in requests[:PREVIEW_ROWS]:
+            self.preview.addItem(request_preview(request))
+        if len(requests) > PREVIEW_ROWS:
+            self.preview.addItem(f"… and {len(requests) - PREVIEW_ROWS:,} more")
+        for problem in problems:
+            self.problems.addItem(str(problem))
+        for label, view, shown in (
+            (self.preview_label, self.preview, bool(requests)),
+            (self.problems_label, self.problems, bool(problems)),
+        ):
+            label.setVisible(shown)
+            view.setVisible(shown)
 
     # --- running -------------------------------------------------------------------------------------------
     def run_batch(self) -> asyncio.Task[Any] | None:
         """Run the input through the server; None (and the reason shown) when something is missing."""
         if self._task is not None and not self._task.done():
             return self._task
-        base, _key, _model = self._endpoint()
-        files = (("an input file", self.input_edit.text()), ("an output file", self.output_edit.text()))
-        missing = [what for what, value in (("a server address", base), *files) if not value.strip()]
+        missing = self.missing()
         if missing:
             show_status(self.status, f"Choose {' and '.join(missing)} first.", error=True)
             return None
@@ -275,9 +394,9 @@ class BatchPanel(QWidget):
             show_status(self.status, "Cancelling…")
 
     async def _run(self) -> None:
-        self._running(True)
-        self.table.setRowCount(0)
         self.summary = None
+        self.table.setRowCount(0)
+        self._running(True)
         output = self.output_edit.text().strip()
         try:
             loaded = await self.read_input()
@@ -332,6 +451,7 @@ class BatchPanel(QWidget):
             self.table.setItem(row, 0, QTableWidgetItem(name))
             self.table.setItem(row, 1, QTableWidgetItem(value))
         self.copy_button.setEnabled(True)
+        self._sync_results()
         if summary.cancelled:
             text = f"Cancelled. {summary.done + summary.failed} finished results are in {output}; Run again to go on."
         elif summary.count and not summary.done:
@@ -367,15 +487,54 @@ class BatchPanel(QWidget):
         return text
 
     def _running(self, active: bool) -> None:
-        self.run_button.setEnabled(not active)
+        self.run_button.setEnabled(not active and not self.missing())
         self.cancel_button.setEnabled(active)
         self.copy_button.setEnabled(not active and self.summary is not None)
         if active:
             self.progress.setRange(0, 0)
             self.progress_label.clear()
+        self._sync_results(active)
+
+    def _sync_results(self, active: bool = False) -> None:
+        """Before a run, a sentence; while it runs, the progress; after it, the summary."""
+        done = self.summary is not None
+        self.progress.setVisible(active or done)
+        self.table.setVisible(done)
+        self.copy_button.setVisible(done)
+        count = len(self.loaded.requests) if self.loaded is not None else 0
+        ready = f"Press Run to send the {count:,} requests." if count else "Press Run to send the requests."
+        self.results_hint.setText(f"{ready} Progress and the summary (latency, time to first token) show here.")
+        self.results_hint.setVisible(not active and not done)
+
+
+def request_preview(request: BatchRequest) -> str:
+    """One line for the preview list: ``id · chat · first words`` (or ``prompt``)."""
+    if request.messages:
+        last = request.messages[-1].get("content", "")
+        text = last if isinstance(last, str) else "(structured content)"
+    else:
+        text = request.prompt or ""
+    words = " ".join(text.split())
+    words = words if len(words) <= PREVIEW_CHARS else words[: PREVIEW_CHARS - 1] + "…"
+    return f"{request.id} · {'chat' if request.is_chat else 'prompt'} · {words}"
 
 
 def _line(placeholder: str) -> QLineEdit:
     edit = QLineEdit()
     edit.setPlaceholderText(placeholder)
     return edit
+
+
+def _caption(text: str) -> QLabel:
+    label = QLabel(text)
+    set_role(label, "muted")
+    return label
+
+
+def _list(name: str) -> QListWidget:
+    view = QListWidget()
+    view.setObjectName(name)
+    view.setMaximumHeight(110)
+    view.setMinimumHeight(50)
+    view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    return view

@@ -14,33 +14,35 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QGuiApplication, QPalette, QShowEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QFileDialog,
+    QFrame,
     QGridLayout,
-    QGroupBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
+    QSizePolicy,
     QSpinBox,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from app.core.bench.stats import COLUMNS, BenchRow, cell, csv_text, markdown_table
+from app.core.bench.stats import BenchRow, csv_text, markdown_table
 from app.core.bench.workload import BenchWorkload, parse_concurrencies
 from app.services.bench.store import BenchStore, BenchStoreError, rows_of
-from app.services.engines.events import VllmEndpoint
+from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded, VllmEndpoint
 from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
-from app.ui.pages.bench.chart import BenchChart
+from app.ui.pages.bench.defaults import default_concurrency, is_a_default, loaded_model
+from app.ui.pages.bench.empty_state import FIRST_RUN, BenchEmptyState, next_step
+from app.ui.pages.bench.results import BenchResults
 from app.ui.pages.bench.saved import BenchSavedRuns
+from app.ui.style.icons import icon
+from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S, set_role, tokens
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.factories import slot_button, widget_row, wrapped_label
 from app.ui.widgets.palette import error_color, set_text_color
@@ -49,7 +51,7 @@ if TYPE_CHECKING:  # the run's modules (httpx among them) load with the first ru
     from app.services.bench.engines import BenchTarget
     from app.services.bench.run import BenchProgress
 
-ENGINES = (("llama.cpp (GGUF file)", "llamacpp"), ("vLLM server", "vllm"), ("Ollama", "ollama"))
+ENGINES = (("llama.cpp", "llamacpp"), ("vLLM server", "vllm"), ("Ollama", "ollama"))
 _MODEL_HINTS = {
     "llamacpp": "path to a .gguf file",
     "vllm": "served model name (default: the first the server lists)",
@@ -70,8 +72,12 @@ class BenchPanel(QWidget):
         self._vllm: tuple[str, str, str] | None = None  # (base URL, served model, API key) from the vLLM page
         self._listed = False  # the saved runs are read when the page is first shown
         self._active = False  # a bench is running (Run off, Cancel on)
+        self._fields: dict[str, tuple[str, str, str]] = {}  # per engine: model, address, key as last typed
+        self._filled: dict[str, str] = {}  # per engine: the model the page filled in itself
         self._build()
+        self._kind = self.kind()
         self._unfollow = follow_vllm_endpoint(context.host, self._vllm_changed)
+        self._unsubscribe = context.host.subscribe(self._engine_event)
         self._engine_changed()
         self._running(False)
 
@@ -82,41 +88,56 @@ class BenchPanel(QWidget):
             self.engine.addItem(label, kind)
         self.engine.currentIndexChanged.connect(lambda _i: self._engine_changed())
         self.model_edit, self.endpoint_edit, self.key_edit = QLineEdit(), QLineEdit(), QLineEdit()
+        self.model_edit.setMinimumWidth(120)
         self.key_edit.setPlaceholderText("API key (if the server needs one)")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key_edit.setMinimumWidth(160)
         self.browse_button = slot_button("Browse…", self.browse_model)
-        self.vllm_note = wrapped_label(name="bench_vllm_note", hidden=True)
-        self.concurrency_edit = QLineEdit("1,8,16,32,64")
+        self.browse_button.setIcon(icon("folder"))
+        self.vllm_note = _shrinkable(wrapped_label(name="bench_vllm_note", hidden=True))
+        set_role(self.vllm_note, "muted")
+        self.concurrency_edit = QLineEdit(default_concurrency("llamacpp"))
+        self.concurrency_edit.setToolTip("Comma-separated: each level runs that many requests at once")
         self.requests = _spin(1, 100_000, BenchWorkload().requests)
         self.max_tokens = _spin(1, 100_000, BenchWorkload().max_tokens)
         self.warmup = _spin(0, 1000, BenchWorkload().warmup)
-        self.parallel_check = QCheckBox("llama.cpp parallel sequences")
+        self.parallel_check = QCheckBox("Parallel sequences")
         self.parallel_check.setToolTip("Concurrency N runs N sequences in one llama.cpp context (plain-text "
                                        "prompts, no chat template); off: one stream, the clients queue")  # fmt: skip
+        self.parallel_check.toggled.connect(lambda _on: self._propose_concurrency())
         self.save_check = QCheckBox("Save the run")
         self.save_check.setChecked(True)
         self.run_button = slot_button("Run", self.start_run)
+        set_role(self.run_button, "accent")
+        self.run_button.setIcon(icon("play", tokens(self.palette()).on_accent))
         self.cancel_button = slot_button("Cancel", self.cancel_run)
+        self.cancel_button.setIcon(icon("stop"))
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
-        self.status = wrapped_label(name="bench_status", hidden=True)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setObjectName("bench_results")
-        self.table.setHorizontalHeaderLabels([title for _key, title in COLUMNS])
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.copy_markdown_button = slot_button("Copy as Markdown", self.copy_markdown)
-        self.copy_csv_button = slot_button("Copy as CSV", self.copy_csv)
-        self.throughput_chart, self.latency_chart = BenchChart("throughput"), BenchChart("latency")
+        self.progress.setMinimumWidth(60)
+        self.status = _shrinkable(wrapped_label(name="bench_status", hidden=True))
+        self.results = BenchResults(self.copy_markdown, self.copy_csv)
+        self.table = self.results.table
+        self.copy_markdown_button, self.copy_csv_button = (
+            self.results.copy_markdown_button,
+            self.results.copy_csv_button,
+        )
+        self.throughput_chart, self.latency_chart = self.results.throughput_chart, self.results.latency_chart
+        self.empty_state = BenchEmptyState()
         self.saved_runs = BenchSavedRuns(self.store)
+        self.saved_runs.hide()  # shown once the store lists a run
         self.saved_runs.run_loaded.connect(self._saved_run_loaded)
         self.saved_runs.failed.connect(lambda text: self._say(text, error=True))
+        self.saved_runs.listed.connect(lambda count: self.saved_runs.setVisible(count > 0))
+        for edit in (self.model_edit, self.concurrency_edit):
+            edit.textChanged.connect(lambda _text: self._refresh_empty_state())
+        for spin in (self.requests, self.max_tokens):
+            spin.valueChanged.connect(lambda _value: self._refresh_empty_state())
         self._lay_out()
 
     def _lay_out(self) -> None:
-        target = QGroupBox("Engine and model")
-        grid = QGridLayout(target)
+        grid = QGridLayout()
+        grid.setColumnStretch(1, 1)
         grid.addWidget(self.engine, 0, 0)
         grid.addWidget(self.model_edit, 0, 1)
         grid.addWidget(self.browse_button, 0, 2)
@@ -124,34 +145,39 @@ class BenchPanel(QWidget):
         grid.addWidget(self.key_edit, 1, 2)
         grid.addWidget(self.parallel_check, 1, 1)
         grid.addWidget(self.vllm_note, 2, 0, 1, 3)
-        workload = QGroupBox("Workload (fixed and seeded: see `llm-workstation bench run --help`)")
-        row = QHBoxLayout(workload)
+        workload = QHBoxLayout()
         for text, widget in (("Concurrency", self.concurrency_edit), ("Requests", self.requests),
                              ("Max tokens", self.max_tokens), ("Warm-up", self.warmup)):  # fmt: skip
-            row.addWidget(QLabel(text))
-            row.addWidget(widget)
-        row.addWidget(self.save_check)
-        row.addStretch(1)
-        results = QWidget()
-        box = QVBoxLayout(results)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.addLayout(widget_row(self.run_button, self.cancel_button, self.progress, stretch_at=2))
-        box.addWidget(self.status)
-        box.addWidget(self.table, 2)
-        box.addLayout(widget_row(self.copy_markdown_button, self.copy_csv_button, QWidget(), stretch_at=2))
-        charts = QSplitter()
-        charts.addWidget(self.throughput_chart)
-        charts.addWidget(self.latency_chart)
-        box.addWidget(charts, 3)
+            label = QLabel(text)
+            label.setToolTip("A fixed, seeded workload: see llm-workstation bench run --help")
+            workload.addWidget(label)
+            widget.setMaximumWidth(260 if widget is self.concurrency_edit else 120)
+            workload.addWidget(widget, 2 if widget is self.concurrency_edit else 1)
+        workload.addStretch(0)
+        controls = QFrame()
+        set_role(controls, "card")
+        box = QVBoxLayout(controls)
+        box.setContentsMargins(SPACE_M, SPACE_M, SPACE_M, SPACE_M)
+        box.addLayout(grid)
+        box.addLayout(workload)
+        run_row = widget_row(self.run_button, self.cancel_button, self.save_check, self.progress, stretch_at=3)
+        run_row.addStretch(0)  # takes the width while the progress bar is hidden
+        self.body = QStackedWidget()
+        self.body.addWidget(self.empty_state)
+        self.body.addWidget(self.results)
         split = QSplitter()
-        split.addWidget(results)
+        split.setObjectName("bench_split")
+        split.addWidget(self.body)
         split.addWidget(self.saved_runs)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 1)
+        split.setStretchFactor(0, 5)
+        split.setStretchFactor(1, 2)
+        split.setSizes([700, 250])
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(target)
-        layout.addWidget(workload)
+        layout.setContentsMargins(SPACE_L, SPACE_M, SPACE_L, SPACE_M)
+        layout.setSpacing(SPACE_S)
+        layout.addWidget(controls)
+        layout.addLayout(run_row)
+        layout.addWidget(self.status)
         layout.addWidget(split, 1)
 
     # --- the target ---------------------------------------------------------------------------------------
@@ -162,7 +188,15 @@ class BenchPanel(QWidget):
         self.engine.setCurrentIndex(self.engine.findData(kind))
 
     def _engine_changed(self) -> None:
-        kind = self.kind()
+        """Another engine: its own fields back, its defaults proposed, its loaded model filled in."""
+        previous, kind = self._kind, self.kind()
+        if previous != kind:
+            self._fields[previous] = (self.model_edit.text(), self.endpoint_edit.text(), self.key_edit.text())
+            model, endpoint, key = self._fields.get(kind, ("", "", ""))
+            self.model_edit.setText(model)
+            self.endpoint_edit.setText(endpoint)
+            self.key_edit.setText(key)
+            self._kind = kind
         self.model_edit.setPlaceholderText(_MODEL_HINTS[kind])
         self.endpoint_edit.setPlaceholderText(_ENDPOINT_HINTS[kind])
         self.endpoint_edit.setVisible(kind != "llamacpp")
@@ -173,21 +207,45 @@ class BenchPanel(QWidget):
         if kind == "vllm" and self._vllm and not self.endpoint_edit.text():
             self.endpoint_edit.setText(self._vllm[0])
             self.key_edit.setText(self._vllm[2])
-            self.model_edit.setText(self._vllm[1])
-        if kind == "llamacpp" and not self.model_edit.text() and self.context.settings.recent_models:
-            self.model_edit.setText(self.context.settings.recent_models[0])
+        self._propose_concurrency()
+        self._prefill()
+
+    def _propose_concurrency(self) -> None:
+        """The engine's default levels, unless the user typed levels of their own."""
+        if is_a_default(self.concurrency_edit.text()):
+            parallel = self.parallel_check.isChecked()
+            self.concurrency_edit.setText(default_concurrency(self.kind(), parallel))
+
+    def _prefill(self) -> None:
+        """The engine's loaded model (llama.cpp: else the last one used) into an empty or page-filled field."""
+        kind = self.kind()
+        model = loaded_model(self.context.host, kind)
+        if model is None and kind == "llamacpp" and self.context.settings.recent_models:
+            model = self.context.settings.recent_models[0]
+        current = self.model_edit.text().strip()
+        if model and (not current or current == self._filled.get(kind)):
+            self._filled[kind] = model
+            self.model_edit.setText(model)
+        self._refresh_empty_state()
+
+    def _engine_event(self, event: EngineEvent) -> None:
+        if isinstance(event, ModelLoaded | ModelUnloaded):
+            self._prefill()
 
     def set_vllm_server(self, base_url: str, served_model: str, api_key: str) -> None:
         """The vLLM page has a server ready (``""``: none any more); it becomes the vLLM choice."""
         self._vllm = (base_url, served_model, api_key) if base_url else None
-        if base_url:
-            self.vllm_note.setText(f"The vLLM page's server is ready: {served_model} at {base_url}.")
-            if self.kind() == "vllm":
-                self.endpoint_edit.setText(base_url)
-                self.key_edit.setText(api_key)
-                self.model_edit.setText(served_model)
-        else:
+        if not base_url:
             self.vllm_note.setText("Start a vLLM server on the vLLM page, or type the address of a running one.")
+            return
+        self.vllm_note.setText(f"The vLLM page's server is ready: {served_model} at {base_url}.")
+        self._filled["vllm"] = served_model
+        if self.kind() == "vllm":
+            self.endpoint_edit.setText(base_url)
+            self.key_edit.setText(api_key)
+            self.model_edit.setText(served_model)
+        else:
+            self._fields["vllm"] = (served_model, base_url, api_key)
 
     def clear_vllm_server(self) -> None:
         self.set_vllm_server("", "", "")
@@ -247,6 +305,23 @@ class BenchPanel(QWidget):
         self._task = spawn(self._run(target, workload), "bench: run")
         return self._task
 
+    def _refresh_empty_state(self) -> None:
+        """Before any result: the next step for the chosen engine, or what the running bench will show."""
+        if self.rows:
+            return
+        if self._active:
+            self.empty_state.show_state("Measuring…", "The table and the charts appear here when the run ends.")
+            return
+        kind, model = self.kind(), self.model_edit.text().strip()
+        workload = (self.concurrency_edit.text().strip(), self.requests.value(), self.max_tokens.value())
+        text = next_step(kind, model, *workload)
+        if model:
+            self.empty_state.show_state(FIRST_RUN, text, (FIRST_RUN, "play", self.start_run))
+        elif kind == "llamacpp":
+            self.empty_state.show_state(FIRST_RUN, text, ("Choose a GGUF file…", "folder", self.browse_model), False)
+        else:
+            self.empty_state.show_state(FIRST_RUN, text)
+
     def cancel_run(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
@@ -290,12 +365,8 @@ class BenchPanel(QWidget):
         """Fill the table and the charts from a run's result (a fresh one or a saved one)."""
         self.result = result
         self.rows = rows_of(result)
-        self.table.setRowCount(len(self.rows))
-        for index, row in enumerate(self.rows):
-            for column, (key, _title) in enumerate(COLUMNS):
-                self.table.setItem(index, column, QTableWidgetItem(cell(row, key)))
-        self.throughput_chart.set_rows(self.rows)
-        self.latency_chart.set_rows(self.rows)
+        self.results.show_rows(self.rows)
+        self.body.setCurrentWidget(self.results if self.rows else self.empty_state)
         self._running(self._active)  # a saved run may be shown while a bench runs: Cancel stays
 
     def copy_markdown(self) -> str | None:
@@ -317,6 +388,7 @@ class BenchPanel(QWidget):
     async def shutdown(self) -> None:
         """Cancel a running bench and wait until its engine is closed."""
         self._unfollow()
+        self._unsubscribe()
         task = self._task
         if task is not None and not task.done():
             task.cancel()
@@ -341,8 +413,10 @@ class BenchPanel(QWidget):
         self.cancel_button.setEnabled(active)
         for button in (self.copy_markdown_button, self.copy_csv_button):
             button.setEnabled(not active and bool(self.rows))
+        self.progress.setVisible(active or self.progress.value() > 0)
         if active:
             self.progress.setValue(0)
+        self._refresh_empty_state()
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
@@ -352,8 +426,15 @@ class BenchPanel(QWidget):
         set_text_color(self.status, color or palette.color(QPalette.ColorRole.WindowText))
 
 
+def _shrinkable(label: QLabel) -> QLabel:
+    """A wrapped label whose width follows the layout's: a long message never widens the window."""
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    return label
+
+
 def _spin(low: int, high: int, value: int) -> QSpinBox:
     spin = QSpinBox()
     spin.setRange(low, high)
     spin.setValue(value)
+    spin.setMinimumWidth(64)  # its own minimum fits 100,000; the usual values are short
     return spin

@@ -1,22 +1,26 @@
-"""The model bar above the chat: pick a GGUF (recent list or file dialog), load/unload with progress."""
+"""The model bar above the chat: pick a GGUF (recent list or file dialog), load/unload with progress. Its status
+text ("Loaded in 0.8 s · context 4,096") is elided, so it never widens the window."""
 
 from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QHBoxLayout,
-    QLabel,
     QProgressBar,
     QPushButton,
     QSizePolicy,
+    QToolButton,
     QWidget,
 )
 
 from app.services.engines.entries import OLLAMA_PREFIX, engine_prefix, entry_label
+from app.ui.style.icons import icon
+from app.ui.style.theme import set_role
+from app.ui.widgets.elided_label import ElidedLabel
 
 
 class ModelBar(QWidget):
@@ -24,22 +28,32 @@ class ModelBar(QWidget):
 
     load_requested = Signal(str)
     unload_requested = Signal()
+    selection_changed = Signal(str)  # the person picked another model (not loaded yet); "" for none
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.models = QComboBox()
+        self.models.setObjectName("model_picker")
         self.models.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.models.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.models.setMinimumContentsLength(14)
+        self.models.setMaximumWidth(420)
         self.models.setToolTip("Recent models. Use Open… to pick another .gguf file.")
-        self.models.setPlaceholderText("No model chosen — Open… a .gguf file")
-        self.open_button = QPushButton("Open…")
+        self.models.setPlaceholderText("No model chosen — open a .gguf file")
+        self.open_button = QToolButton()
+        self.open_button.setIcon(icon("folder"))
+        self.open_button.setToolTip("Open a .gguf model file… (Ctrl+O)")
         self.load_button = QPushButton("Load")
+        set_role(self.load_button, "accent")
         self.unload_button = QPushButton("Unload")
         self.progress = QProgressBar()
         self.progress.setRange(0, 0)
-        self.progress.setMaximumWidth(160)
+        self.progress.setMaximumWidth(90)
         self.progress.setTextVisible(False)
         self.progress.hide()
-        self.elapsed = QLabel()
+        self.elapsed = ElidedLabel(mode=Qt.TextElideMode.ElideRight)
+        self.elapsed.setObjectName("model_status")
+        set_role(self.elapsed, "muted")
         self._started = 0.0
         self._timer = QTimer(self)
         self._timer.setInterval(200)
@@ -47,14 +61,15 @@ class ModelBar(QWidget):
         self._dialog: QFileDialog | None = None
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(QLabel("Model"))
+        layout.setSpacing(6)
         for widget in (self.models, self.open_button, self.load_button, self.unload_button, self.progress):
             layout.addWidget(widget)
-        layout.addWidget(self.elapsed)
+        layout.addWidget(self.elapsed, 1)
         self.open_button.clicked.connect(self.choose_file)
         self.load_button.clicked.connect(self._request_load)
         self.unload_button.clicked.connect(self.unload_requested)
         self.models.currentIndexChanged.connect(self._update_buttons)
+        self.models.activated.connect(lambda _index: self.selection_changed.emit(self.current_path() or ""))
         self.set_loaded(None)
 
     def set_recent(self, paths: list[str]) -> None:
@@ -120,19 +135,23 @@ class ModelBar(QWidget):
     def set_loading(self, name: str) -> None:
         self._started = time.monotonic()
         self.progress.show()
-        self.elapsed.setText(f"Loading {name}…")
+        self.elapsed.set_full_text(f"Loading {name}…")
         self._timer.start()
         self.load_button.setEnabled(False)
 
     def _tick(self) -> None:
-        self.elapsed.setText(f"Loading… {time.monotonic() - self._started:.1f} s")
+        self.elapsed.set_full_text(f"Loading… {time.monotonic() - self._started:.1f} s")
 
     def set_loaded(self, loaded_path: str | None, note: str = "") -> None:
         self._timer.stop()
         self.progress.hide()
         self.loaded_path = loaded_path
-        self.elapsed.setText(note)
+        self.elapsed.set_full_text(note)
         self._update_buttons()
+
+    @property
+    def loading(self) -> bool:
+        return self._timer.isActive()
 
     def _update_buttons(self) -> None:
         current = self.current_path()
@@ -140,3 +159,4 @@ class ModelBar(QWidget):
         self.load_button.setEnabled(bool(current))
         self.load_button.setText("Reload" if current and current == loaded else "Load")
         self.unload_button.setEnabled(loaded is not None)
+        self.unload_button.setVisible(loaded is not None)

@@ -1,33 +1,33 @@
 """The chat page: a view of the chat workspace. It shows one chat and forwards what the user does; which model
-and engine chats run on, and the chats still generating in the background, live in the workspace."""
+and engine chats run on, and the chats still generating in the background, live in the workspace. The model side
+(loading, the starter model, per-model settings, presets) is :class:`app.ui.pages.chat.models.ChatModels`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from pathlib import Path
 from types import ModuleType
 
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
-from PySide6.QtWidgets import QListWidgetItem, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
+from PySide6.QtWidgets import QWidget
 
 from app.core.chat.conversation import Conversation, Message, Role
-from app.core.errors import AppError
 from app.core.lazy_import import import_now
 from app.core.modelfile.parser import Modelfile
 from app.services import starter_model
 from app.services.chat.session import ChatObserver, ChatSession
-from app.services.chat.workspace import ChatWorkspace, PresetOutcome
-from app.services.engines.entries import OLLAMA_PREFIX, VLLM_PREFIX, display_name
+from app.services.chat.workspace import ChatWorkspace, context_tokens
+from app.services.engines.entries import VLLM_PREFIX, EngineKind
 from app.services.engines.events import EngineEvent, EngineStateChanged, ModelUnloaded, VllmEndpointChanged
 from app.services.workstation import Workstation
-from app.ui.pages.chat.layout import ChatPanelLayout
+from app.ui.pages.chat.layout import WIDE_WINDOW, ChatPanelLayout
+from app.ui.pages.chat.models import ChatModels, model_name
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
 
 log = logging.getLogger("app.ui.chat")
+CHARS_PER_TOKEN = 4  # a rough guess, marked "~", for chats whose replies were not measured
 
 
 class _Observer(ChatObserver):
@@ -47,16 +47,16 @@ class _Observer(ChatObserver):
 
     def reply_started(self, message: Message) -> None:
         if self.visible:
-            self.panel.reply_started()
+            self.panel.reply_started(message)
 
     def reply_queued(self, replies_ahead: int) -> None:
         if self.visible:
             ahead = f"{replies_ahead} reply" if replies_ahead == 1 else f"{replies_ahead} replies"
-            self.panel.show_notice(f"Waiting for the engine: {ahead} ahead of this one.")
+            self.panel.show_notice(f"Waiting for the engine: {ahead} ahead of this one.", key="waiting")
 
     def reply_delta(self, text: str) -> None:
         if self.visible:
-            self.panel.hide_notice_if_waiting()
+            self.panel.hide_notice("waiting")
             self.panel.view.append_reply(text)
             self.panel.show_context()  # the context fills as the reply grows
 
@@ -68,24 +68,29 @@ class _Observer(ChatObserver):
 
     def failed(self, text: str) -> None:
         if self.visible:
-            self.panel.show_notice(text)
+            self.panel.show_notice(text, "error", key="reply")
 
 
 class ChatPanel(ChatPanelLayout):
     def __init__(self, workstation: Workstation, status: AppStatusBar, parent: QWidget | None = None) -> None:
-        super().__init__(workstation.settings.sampling, parent)
+        super().__init__(workstation.settings.sampling, workstation.settings.load, parent)
         self.workstation = workstation
         self.host = workstation.host
         self.status = status
         self.workspace = ChatWorkspace(workstation, self.sampling.params, self._make_observer)
+        self.models = ChatModels(self)
         self.ready: asyncio.Future[None] | None = None
         self._editing: int | None = None
-        self._waiting_notice = False
+        self._drawer_decided = workstation.settings.chat_drawer_open is not None
         self.closed = False
         self.ollama_models: set[str] = set()
         self._connect()
         self._unsubscribe = self.host.subscribe(self._engine_event)
+        self.set_chats_open(workstation.settings.chat_list_open)
+        self.set_drawer_open(bool(workstation.settings.chat_drawer_open))
         self.settings_changed()
+        self.show_transcript(False)
+        self.refresh_empty_state()
 
     @property
     def session(self) -> ChatSession | None:
@@ -95,37 +100,50 @@ class ChatPanel(ChatPanelLayout):
         return _Observer(self, session)
 
     def _connect(self) -> None:
-        self.send_button.clicked.connect(self.send)
-        self.stop_button.clicked.connect(self.stop)
+        self.composer.send_requested.connect(self.send)
+        self.composer.stop_requested.connect(self.stop)
         self.cancel_edit_button.clicked.connect(self.cancel_edit)
-        self.new_chat_button.clicked.connect(self.new_chat)
-        self.delete_chat_button.clicked.connect(self.delete_chat)
-        self.chats.itemActivated.connect(self._chat_chosen)
-        self.chats.itemClicked.connect(self._chat_chosen)
-        self.view.edit_requested.connect(self.begin_edit)
-        self.view.regenerate_requested.connect(self.regenerate)
-        self.model_bar.load_requested.connect(self.load_model)
-        self.model_bar.unload_requested.connect(self.unload_model)
-        self.starter.use_requested.connect(self.use_starter_model)
-        self.save_defaults_button.clicked.connect(self._save_sampling_defaults)
-        self.input.installEventFilter(self)
+        self.chats.new_chat_requested.connect(self.new_chat)
+        self.chats.delete_requested.connect(self.delete_chat)
+        self.chats.chat_chosen.connect(self.open_chat)
+        self._connect_transcript()
+        self._connect_models()
+        self.chats_toggle.toggled.connect(self._chats_toggled)
+        self.drawer_toggle.toggled.connect(self._drawer_toggled)
+        self.drawer.close_requested.connect(lambda: self.drawer_toggle.setChecked(False))
         stop = QShortcut(QKeySequence("Escape"), self)
         stop.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         stop.activated.connect(self.stop)
         self._set_generating(False)
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """Ctrl+Enter sends and Esc stops while typing (plain Enter makes a new line)."""
-        if watched is self.input and event.type() == QEvent.Type.KeyPress:
-            assert isinstance(event, QKeyEvent)
-            ctrl = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
-            if ctrl and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-                self.send()
-                return True
-            if event.key() == Qt.Key.Key_Escape and self.session is not None and self.session.generating:
-                self.stop()
-                return True
-        return super().eventFilter(watched, event)
+    def _connect_transcript(self) -> None:
+        """The transcript's requests; a reply cut at the token limit carries its own Continue button."""
+        self.view.edit_requested.connect(self.begin_edit)
+        self.view.regenerate_requested.connect(self.regenerate)
+        self.view.continue_requested.connect(self.continue_reply)
+
+    def _connect_models(self) -> None:
+        models, drawer = self.models, self.drawer
+        self.model_bar.load_requested.connect(models.load_model)
+        self.model_bar.unload_requested.connect(models.unload)
+        self.model_bar.selection_changed.connect(models.model_chosen)
+        self.empty_state.use_starter_requested.connect(models.use_starter_model)
+        self.empty_state.open_requested.connect(self.model_bar.choose_file)
+        self.empty_state.example_chosen.connect(self.send_text)
+        drawer.preset_chosen.connect(models.preset_chosen)
+        drawer.sampling_changed.connect(models.drawer_changed)
+        drawer.load_changed.connect(models.drawer_changed)
+        drawer.reload_requested.connect(models.reload)
+        drawer.save_defaults_requested.connect(models.save_defaults)
+        drawer.reset_requested.connect(models.reset)
+        drawer.restore_toggled.connect(models.set_restore_last)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """The first time: the drawer opens by itself only on a wide window (later the person's choice counts)."""
+        super().showEvent(event)
+        if not self._drawer_decided:
+            self._drawer_decided = True
+            self.set_drawer_open(self.window().width() >= WIDE_WINDOW)
 
     # --- start-up and shutdown -------------------------------------------------------------------------------
     def start(self) -> asyncio.Future[None]:
@@ -136,10 +154,16 @@ class ChatPanel(ChatPanelLayout):
 
     async def _start(self) -> None:
         for notice in await self.workspace.start():
-            self.show_notice(notice)
-        self.starter.refresh(self.workstation.settings.recent_models, self.workstation.paths.models_dir)
+            self.show_notice(notice, "warning")
+        self.models.show_settings()
         self._offer_vllm_entries()
         spawn(self.refresh_ollama_models(), "list Ollama models")
+        spawn(self._list_presets(), "list presets")
+        self.models.restoring = spawn(self.models.restore_last(), "restore the last model")
+
+    async def _list_presets(self) -> None:
+        self.drawer.set_presets(await self.models.list_presets())
+        self.models.show_settings()
 
     async def shutdown(self) -> None:
         """Stop the replies in flight (they are saved as stopped) and keep the system prompt. Idempotent; the
@@ -148,48 +172,55 @@ class ChatPanel(ChatPanelLayout):
             return
         self.closed = True
         self._unsubscribe()
+        self.models.flush_settings()
         await self.workspace.stop_all()
-        await self._save_system_prompt()
+        await self.save_system_prompt()
 
     # --- settings --------------------------------------------------------------------------------------------
     def settings_changed(self) -> None:
         settings = self.workstation.settings
         self.model_bar.set_recent(list(settings.recent_models))
-        self.sampling.set_params(settings.sampling)
+        self.drawer.set_restore_last(settings.restore_last_model)
+        self.models.show_settings()
 
-    def _save_sampling_defaults(self) -> None:
-        self.workstation.settings.sampling = self.sampling.params()
+    def _chats_toggled(self, opened: bool) -> None:
+        self.set_chats_open(opened)
+        self.workstation.settings.chat_list_open = opened
         spawn(self.workstation.save_settings(), "save settings")
-        self.show_notice("Sampling defaults saved.")
 
-    # --- chats -------------------------------------------------------------------------------------------------
+    def _drawer_toggled(self, opened: bool) -> None:
+        self.set_drawer_open(opened)
+        self._drawer_decided = True
+        self.workstation.settings.chat_drawer_open = opened
+        spawn(self.workstation.save_settings(), "save settings")
+
+    # --- chats (the list is a separate piece: refresh_chats, open_chat, delete_chat) ---------------------------
     async def refresh_chats(self) -> None:
-        chats = await self.workspace.list_chats()
+        """Reload the chats list's first page (off the Qt thread) with the chat shown selected."""
         current = self.session.conversation.id if self.session and self.session.conversation else None
-        self.chats.clear()
-        for chat_id, title, _updated in chats:
-            item = QListWidgetItem(title)
-            item.setData(Qt.ItemDataRole.UserRole, chat_id)
-            self.chats.addItem(item)
-            if chat_id == current:
-                self.chats.setCurrentItem(item)
+        self.chats.set_source(self.workstation.store)
+        self.chats.select(current)
+        await self.chats.refresh()
 
-    def show_conversation(self, conversation: Conversation) -> None:
-        self.view.show_messages(conversation.messages)
-        self.system_prompt.setPlainText(conversation.system_prompt)
-        spawn(self.refresh_chats(), "refresh chats")  # the title may have changed
-
-    def _chat_chosen(self, item: QListWidgetItem) -> None:
-        chat_id = item.data(Qt.ItemDataRole.UserRole)
+    def open_chat(self, chat_id: int) -> None:
+        """Show the chat with that id (the list's request)."""
         if self.session is None or (self.session.conversation and self.session.conversation.id == chat_id):
             return
         if self._park_generating():
             spawn(self._switch_chat(chat_id), "open chat")
 
+    def show_conversation(self, conversation: Conversation) -> None:
+        self.view.show_messages(conversation.messages)
+        self.show_transcript(bool(conversation.messages))
+        self.system_prompt.setPlainText(conversation.system_prompt)
+        self.refresh_empty_state()
+        self.show_context()
+        spawn(self.refresh_chats(), "refresh chats")  # the title may have changed
+
     def _park_generating(self) -> bool:
         generating = self.session is not None and self.session.generating
         if not self.workspace.park_generating():
-            self.show_notice("A reply is being generated. Stop it (Esc) before switching chats.")
+            self.show_notice("A reply is being generated. Stop it (Esc) before switching chats.", key="busy")
             return False
         if generating:
             self.view.end_reply()
@@ -197,7 +228,7 @@ class ChatPanel(ChatPanelLayout):
         return True
 
     async def _switch_chat(self, chat_id: int) -> None:
-        await self._save_system_prompt()
+        await self.save_system_prompt()
         self.cancel_edit()
         resumed = self.workspace.resume_background(chat_id)
         if resumed is None:
@@ -207,7 +238,7 @@ class ChatPanel(ChatPanelLayout):
         assert resumed.conversation is not None
         self.view.show_messages(resumed.conversation.messages[:-1])
         self.system_prompt.setPlainText(resumed.conversation.system_prompt)
-        self.reply_started()
+        self._begin_reply_view()
         self.view.append_reply(resumed.reply_text)
         spawn(self.refresh_chats(), "refresh chats")
 
@@ -222,38 +253,62 @@ class ChatPanel(ChatPanelLayout):
 
     async def _new_chat(self) -> None:
         assert self.session is not None
-        await self._save_system_prompt()
+        await self.save_system_prompt()
         self.cancel_edit()
         await self.session.new(self.workstation.settings.system_prompt)
         self.input.setFocus()
 
-    def delete_chat(self) -> None:
-        item = self.chats.currentItem()
-        if item is None or self.session is None or self._busy("deleting a chat"):
+    def delete_chat(self, chat_id: int | None = None) -> None:
+        """Delete a chat (the list's request; default: the chat shown)."""
+        if chat_id is None:
+            chat_id = self.chats.current_id()
+        if chat_id is None or self.session is None or self.busy("deleting a chat"):
             return
-        spawn(self.workspace.delete_chat(item.data(Qt.ItemDataRole.UserRole)), "delete chat")
+        self.chats.remove(chat_id)
+        spawn(self._delete_chat(chat_id), "delete chat")
 
-    async def _save_system_prompt(self) -> None:
+    async def _delete_chat(self, chat_id: int) -> None:
+        await self.workspace.delete_chat(chat_id)
+        await self.refresh_chats()
+
+    async def save_system_prompt(self) -> None:
         if self.session is not None and self.session.conversation is not None:
             await self.session.set_system_prompt(self.system_prompt.toPlainText())
 
     # --- sending ---------------------------------------------------------------------------------------------
     def send(self) -> None:
-        text = self.input.toPlainText().strip()
-        if not text or self.session is None or self._busy("sending"):
+        """Send what is in the input (Send, Ctrl+Enter)."""
+        self.send_text(self.input.toPlainText().strip())
+
+    def send_text(self, text: str) -> None:
+        """Send ``text``; with no model loaded, the chosen model (or the starter model) loads first."""
+        if not text or self.session is None or self.busy("sending"):
             return
         if self.workspace.model is None:
-            self.show_notice("No model is loaded. Choose a model above and press Load, then send again.")
+            spawn(self._load_then_send(text), "load and send")
             return
+        self._dispatch(text)
+
+    async def _load_then_send(self, text: str) -> None:
+        self.composer.set_sending_enabled(False)
+        try:
+            ready = await self.models.ensure_model()
+        finally:
+            self.composer.set_sending_enabled(True)
+        if ready and self.workspace.model is not None and not self.busy("sending"):
+            self._dispatch(text)
+
+    def _dispatch(self, text: str) -> None:
         editing, self._editing = self._editing, None
         self.input.clear()
         self._hide_edit_banner()
-        self.hide_notice()
+        for key in ("model", "reply", "length", "busy"):
+            self.hide_notice(key)
         spawn(self._send(text, editing), "send")
 
     async def _send(self, text: str, editing: int | None) -> None:
         assert self.session is not None
-        await self._save_system_prompt()
+        await self.save_system_prompt()
         if editing is None:
             await self.session.send(text)
         else:
@@ -261,9 +316,11 @@ class ChatPanel(ChatPanelLayout):
 
     async def load_and_wait(self, entry: str) -> bool:
         """Load ``entry`` as the Load button does and wait for the outcome (for ``--screenshot --model``)."""
-        self.model_bar.select(entry)
-        await self._load(entry)
-        return self.workspace.model is not None
+        if self.models.loading is not None and not self.models.loading.done():
+            await asyncio.wait([self.models.loading])  # the last model, restored at start-up
+        if self.workspace.entry == entry and self.workspace.model is not None:
+            return True
+        return await self.models.load(entry)
 
     async def send_and_wait(self, text: str) -> None:
         """Send ``text`` as the user would and wait until the reply has ended (for ``--screenshot --prompt``)."""
@@ -271,22 +328,36 @@ class ChatPanel(ChatPanelLayout):
             await self._send(text, None)
 
     def notice_text(self) -> str:
-        return self.notice.text() if self.notice.isVisible() else ""
+        return self.notice.text()
 
     def stop(self) -> None:
         if self.session is not None and self.session.generating:
             self.session.stop()
 
     def regenerate(self) -> None:
-        if self.session is None or self._busy("regenerating"):
+        if self.session is None or self.busy("regenerating"):
             return
         if self.workspace.model is None:
-            self.show_notice("No model is loaded. Load a model, then regenerate.")
+            self.show_notice("No model is loaded. Load a model, then regenerate.", "warning", key="model")
             return
+        self.hide_notice("length")
         spawn(self.session.regenerate(), "regenerate")
 
+    def continue_reply(self) -> None:
+        """Let the model go on with a reply that stopped at the token limit (appended to that same reply)."""
+        if self.session is None or self.busy("continuing"):
+            return
+        if self.workspace.model is None:
+            self.show_notice("No model is loaded. Load a model, then continue.", "warning", key="model")
+            return
+        if self.workspace.engine is EngineKind.VLLM:  # its chat API answers a final reply instead of continuing it
+            self.show_notice("vLLM cannot continue a reply: regenerate it with a larger Max tokens.", key="length")
+            return
+        self.hide_notice("length")
+        spawn(self.session.continue_reply(), "continue reply")
+
     def begin_edit(self, index: int) -> None:
-        if self.session is None or self.session.conversation is None or self._busy("editing"):
+        if self.session is None or self.session.conversation is None or self.busy("editing"):
             return
         message = self.session.conversation.messages[index]
         if message.role is not Role.USER:
@@ -294,9 +365,7 @@ class ChatPanel(ChatPanelLayout):
         self._editing = index
         self.input.setPlainText(message.content)
         self.input.setFocus()
-        self.edit_banner.setText("Editing an earlier message: sending replaces it and every message after it.")
         self.edit_banner.show()
-        self.cancel_edit_button.show()
 
     def cancel_edit(self) -> None:
         if self._editing is not None:
@@ -306,14 +375,23 @@ class ChatPanel(ChatPanelLayout):
 
     def _hide_edit_banner(self) -> None:
         self.edit_banner.hide()
-        self.cancel_edit_button.hide()
 
-    def reply_started(self) -> None:
+    def reply_started(self, message: Message) -> None:
+        """A reply begins; a continued one shows what it had first and grows from there."""
+        if message.content and self.session is not None and self.session.conversation is not None:
+            self.view.show_messages(self.session.conversation.messages[:-1])
+            self._begin_reply_view()
+            self.view.append_reply(message.content)
+            return
+        self._begin_reply_view()
+
+    def _begin_reply_view(self) -> None:
         self._set_generating(True)
+        self.show_transcript(True)
         self.view.begin_reply()
 
     def reply_finished(self, message: Message) -> None:
-        self.hide_notice_if_waiting()
+        self.hide_notice("waiting")
         self.view.end_reply()
         self._set_generating(False)
         if self.session is not None and self.session.conversation is not None:
@@ -321,101 +399,57 @@ class ChatPanel(ChatPanelLayout):
         self.status.show_stats(message.stats)
         self.show_context()
 
-    def show_notice(self, text: str) -> None:
-        self._waiting_notice = text.startswith("Waiting for the engine")
-        super().show_notice(text)
-
-    def hide_notice_if_waiting(self) -> None:
-        if self._waiting_notice:
-            self._waiting_notice = False
-            self.hide_notice()
-
+    # --- context ------------------------------------------------------------------------------------------------
     def show_context(self) -> None:
+        """This chat's context use, in the status bar and the composer's meter: live from the engine while it
+        generates, else as measured by the chat's last reply (0 for a new chat)."""
         engine = self.host.engine(self.workspace.engine)
-        self.status.show_kv(engine.kv_usage() if engine is not None else None)
+        model = engine.model if engine is not None else None
+        total = model.n_ctx if model is not None else None
+        session = self.session
+        kv = engine.kv_usage() if engine is not None and session is not None and session.generating else None
+        used: int | None
+        if kv is not None:
+            used, estimated, total = kv.used_cells, False, kv.total_cells
+        else:
+            conversation = session.conversation if session else None
+            used, estimated = context_tokens(conversation), False
+            if used is None and conversation is not None:
+                used, estimated = sum(len(m.content) for m in conversation.messages) // CHARS_PER_TOKEN, True
+        self.status.show_context(used if total is not None else None, total, estimated)
+        self.composer.show_context(used, total, estimated)
 
     def _set_generating(self, generating: bool) -> None:
-        self.send_button.setEnabled(not generating)
-        self.stop_button.setEnabled(generating)
+        self.composer.set_generating(generating)
 
-    def _busy(self, what: str, any_chat: bool = False) -> bool:
+    def busy(self, what: str, any_chat: bool = False) -> bool:
         """True (and says so) when this chat — or, with ``any_chat``, any chat — is generating."""
         if self.workspace.busy(any_chat):
-            self.show_notice(f"A reply is being generated. Stop it (Esc) before {what}.")
+            self.show_notice(f"A reply is being generated. Stop it (Esc) before {what}.", "warning", key="busy")
             return True
         return False
 
-    # --- models ------------------------------------------------------------------------------------------------
+    def refresh_empty_state(self) -> None:
+        """What an empty chat offers: the starter model, or the examples for it, or an invitation."""
+        entry = self.models.target_entry()
+        if entry is None:
+            self.empty_state.show_no_model()
+        else:
+            self.empty_state.show_model(model_name(entry, self.workspace.model), starter_model.is_starter(entry))
+
+    # --- models (see ChatModels) ------------------------------------------------------------------------------
     def choose_model_file(self) -> None:
         self.model_bar.choose_file()
 
     def load_model(self, entry: str) -> None:
-        spawn(self._load(entry), "load model")
-
-    async def _load(self, entry: str) -> None:
-        if self._busy("loading another model", any_chat=True):
-            return
-        self.hide_notice()
-        self.model_bar.set_loading(display_name(entry))
-        try:
-            outcome = await self.workspace.load(entry)
-        except AppError as exc:
-            self._show_loaded()  # a refused load keeps the model loaded before
-            self.show_notice(str(exc))
-            return
-        info = outcome.info
-        self.model_bar.set_loaded(entry, f"Loaded in {info.load_seconds:.1f} s · context {info.n_ctx:,}")
-        self.status.show_model(info)
-        self.show_context()
-        self._show_format_note(entry, info.chat_format_reason, info.chat_format is None)
-        if outcome.notes:
-            self.show_notice(" ".join(outcome.notes))
-        self.model_bar.set_recent(self.workstation.settings.recent_models)
-        self.starter.hide()
-        spawn(self.workstation.save_settings(), "save settings")
-
-    def _show_loaded(self) -> None:
-        loaded = self.host.loaded(self.workspace.engine)
-        self.model_bar.set_loaded(loaded.entry if loaded else None)
-        self.status.show_model(loaded.info if loaded else None)
-
-    def unload_model(self) -> None:
-        spawn(self._unload(), "unload model")
-
-    async def _unload(self) -> None:
-        try:
-            await self.workspace.unload()
-        except AppError as exc:
-            self.show_notice(str(exc))
-            return
-        self.model_bar.set_loaded(None)
-        self.status.show_model(None)
-        self.format_note.hide()
-
-    def _show_format_note(self, entry: str, reason: str, from_template: bool) -> None:
-        notes = [] if from_template else [reason]
-        if Path(entry).name == starter_model.FILE_NAME:
-            notes.append(starter_model.NOTE)
-        self.format_note.setText(" ".join(notes))
-        self.format_note.setVisible(bool(notes))
+        self.models.load_model(entry)
 
     def use_starter_model(self) -> None:
-        spawn(self._use_starter(), "starter model")
+        self.models.use_starter_model()
 
-    async def _use_starter(self) -> None:
-        loop = asyncio.get_running_loop()
-
-        def progress(done: int, total: int) -> None:
-            loop.call_soon_threadsafe(self.starter.show_progress, done, total)
-
-        models_dir = self.workstation.paths.models_dir
-        try:
-            path = await loop.run_in_executor(None, starter_model.ensure_starter_model, models_dir, progress)
-        except starter_model.StarterModelError as exc:
-            self.starter.show_error(str(exc))
-            return
-        self.model_bar.select(str(path))
-        await self._load(str(path))
+    def apply_modelfile(self, modelfile: Modelfile, name: str = "preset") -> None:
+        """Use a Modelfile as a preset: sampling, load options, system prompt and history in a new chat."""
+        spawn(self.models.apply_preset(modelfile, name, from_page=True), "apply preset")
 
     async def refresh_ollama_models(self) -> None:
         """List Ollama's models in the model picker when Ollama runs; a stopped Ollama is not an error."""
@@ -436,38 +470,11 @@ class ChatPanel(ChatPanelLayout):
         elif isinstance(event, ModelUnloaded) and event.engine is self.workspace.engine:
             self.model_bar.set_loaded(None)
             self.status.show_model(None)
+            self.show_context()
 
     def _offer_vllm_entries(self) -> None:
         endpoint = self.host.vllm_endpoint
         self.model_bar.set_engine_models(VLLM_PREFIX, [endpoint.served_model] if endpoint else [])
-
-    # --- presets -----------------------------------------------------------------------------------------------
-    def apply_modelfile(self, modelfile: Modelfile, name: str = "preset") -> None:
-        """Use a Modelfile as a preset: sampling, load options, system prompt and history in a new chat."""
-        if self.session is None or self._busy("applying a preset", any_chat=True):
-            return
-        preset = self.workspace.preset(modelfile, name, self.sampling.params())
-        self.sampling.set_params(preset.sampling)
-        spawn(self._start_preset_chat(preset, name), "apply preset")
-
-    async def _start_preset_chat(self, preset: PresetOutcome, name: str) -> None:
-        await self._save_system_prompt()
-        await self.workspace.start_preset_chat(preset, name)
-        self.show_notice(" ".join(preset.notes))
-        entry = await self._preset_model_entry(preset.model)
-        if entry is not None:
-            self.model_bar.select(entry)
-            await self._load(entry)
-
-    async def _preset_model_entry(self, model: str | None) -> str | None:
-        """FROM as a model entry: a local GGUF, or an Ollama model that Ollama has."""
-        if not model:
-            return None
-        loop = asyncio.get_running_loop()
-        if await loop.run_in_executor(None, os.path.isfile, os.path.expanduser(model)):
-            return model
-        name = model if ":" in model else f"{model}:latest"
-        return OLLAMA_PREFIX + name if name in self.ollama_models else None
 
 
 def _import_ollama_service() -> ModuleType:

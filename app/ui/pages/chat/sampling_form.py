@@ -10,6 +10,32 @@ from PySide6.QtWidgets import QDoubleSpinBox, QFormLayout, QLabel, QLineEdit, QS
 from app.core.params import SamplingParams
 
 STOP_SEPARATOR = " | "
+_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\t", "\\t"))  # a stop sequence may be a line break
+
+
+def stop_text(stops: tuple[str, ...]) -> str:
+    """Stop sequences as one line: separated by " | ", line breaks and tabs written as \\n and \\t."""
+    return STOP_SEPARATOR.join(_escape(stop) for stop in stops)
+
+
+def parse_stops(text: str) -> tuple[str, ...]:
+    return tuple(_unescape(part) for part in text.split(STOP_SEPARATOR) if part)
+
+
+def _escape(text: str) -> str:
+    for raw, written in _ESCAPES:
+        text = text.replace(raw, written)
+    return text
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        pair = text[i : i + 2]
+        found = next((raw for raw, written in _ESCAPES if pair == written), None)
+        out.append(found if found is not None else text[i])
+        i += 2 if found is not None else 1
+    return "".join(out)
 
 
 def _double(low: float, high: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
@@ -33,17 +59,21 @@ class SamplingForm(QWidget):
         self.repeat_penalty = _double(0.5, 2.0, 0.01)
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(0, 1_000_000)
-        self.max_tokens.setSpecialValueText("until context is full")
+        self.max_tokens.setSpecialValueText("no limit")
+        self.max_tokens.setToolTip("The longest reply, in tokens (no limit: until the context is full).")
         self.seed = QSpinBox()
         self.seed.setRange(-1, 2**31 - 1)
         self.seed.setSpecialValueText("random")
         self.stop = QLineEdit()
         self.stop.setPlaceholderText("none")
-        self.stop.setToolTip("Stop sequences, separated by ' | '. Generation ends before any of them.")
+        self.stop.setToolTip(
+            "Stop sequences, separated by ' | ' (\\n is a line break). The reply ends before any of them."
+        )
         self.extras = QLabel()
         self.extras.setWordWrap(True)
         self._base = params
         form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top P", self.top_p)
         form.addRow("Top K", self.top_k)
@@ -64,7 +94,7 @@ class SamplingForm(QWidget):
 
     def set_params(self, params: SamplingParams) -> None:
         self._base = params  # keeps the options without a widget here (penalties, typical_p)
-        self.stop.setText(STOP_SEPARATOR.join(params.stop))
+        self.stop.setText(stop_text(params.stop))
         hidden = SamplingParams()
         extras = [
             f"{name} {getattr(params, name):g}"
@@ -82,7 +112,7 @@ class SamplingForm(QWidget):
         self.seed.setValue(-1 if params.seed is None else params.seed)
 
     def params(self) -> SamplingParams:
-        stops = tuple(part for part in self.stop.text().split(STOP_SEPARATOR) if part)
+        stops = parse_stops(self.stop.text())
         return replace(
             self._base,
             stop=stops,

@@ -1,163 +1,170 @@
-"""The chat transcript: a whole conversation in one read-only rich-text document.
+"""The chat transcript: a virtualized list of message widgets that costs what is on screen, not what is in the chat.
 
-Assistant replies render as Markdown; while a reply streams, only its still-growing last block is re-rendered
-(see :class:`app.core.chat.markdown.MarkdownStream`), so showing a token costs the same early and late; a long
-table's rows are appended as text while it grows and the table rendered once, when complete.
+Why widgets in a scroll area of our own rather than one rich-text document (as before) or a list-view delegate:
+one document of a 3,000-message chat costs a long ``setHtml`` and its layout, and memory in proportion to the
+chat; a delegate paints but cannot offer text selection, links ("Copy code") or hover buttons. Here every
+message is a small widget with its own document (selectable text, Markdown with code blocks and "Copy code",
+icon actions), and only the messages in (or near) the viewport have one: items come from a pool, and the rest
+of the chat is a list of heights — estimated from the text's length until a message is measured on screen.
+The top row on screen stays put while estimates are refined, and the view follows the bottom while a reply
+streams unless the user has scrolled up.
 
 A reply never makes the view load anything: images are links (see :func:`app.core.chat.markdown.render_markdown`)
-and :meth:`ChatView.loadResource` answers nothing but the app's own ``qrc:`` resources.
+and a message's ``loadResource`` answers nothing but the app's own ``qrc:`` resources.
 """
 
 from __future__ import annotations
 
-import html
-import re
-from typing import Any
+import bisect
+import itertools
+from collections import OrderedDict
 
-from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
-from PySide6.QtGui import (
-    QDesktopServices,
-    QFontDatabase,
-    QGuiApplication,
-    QPalette,
-    QTextBlockFormat,
-    QTextCharFormat,
-    QTextCursor,
-)
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication, QIcon, QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QLabel, QWidget
 
 from app.core.chat.conversation import Message, MessageStatus, Role
-from app.core.chat.markdown import MarkdownStream, StreamUpdate, render_markdown
-from app.ui.widgets.palette import error_color, mix, muted_color
+from app.ui.pages.chat.message_item import (
+    ICON_NAMES,
+    PAD_X,
+    PAD_Y,
+    USER_SHARE,
+    ItemState,
+    MessageItem,
+    column,
+    document_css,
+    line_metrics,
+    plain_text,
+    scratch_text,
+    transcript_style,
+)
+from app.ui.pages.chat.reply_document import ReplyStream, message_html
+from app.ui.style.icons import icon
+from app.ui.style.theme import SPACE_L, SPACE_M, tokens
 
-__all__ = ["ChatView"]
+__all__ = ["ChatView", "TranscriptView"]
 
-_ROLE_NAMES = {Role.USER: "You", Role.ASSISTANT: "Assistant", Role.SYSTEM: "System"}
 _EXTERNAL_SCHEMES = frozenset({"http", "https", "mailto"})
-_PLACEHOLDER = "x"
-_EMPTY_ELEMENT = re.compile(r"<(t[dh]|pre|li|h[1-6]|p|blockquote)((?: [^>]*)?)>\s*</\1>")
+_BOTTOM = -1  # anchor row meaning "the bottom of the transcript"
+TOP_PAD = SPACE_M
+BOTTOM_PAD = SPACE_L
+SCROLL_MARGIN = SPACE_M  # space above a message that scroll_to_message brings to the top
+PARKED_Y = 10_000  # items not in use wait above the viewport, out of sight
 
 
-def _plain_html(text: str) -> str:
-    """User text shown as typed: escaped, line breaks kept."""
-    return html.escape(text).replace("\n", "<br />")
+class TranscriptView(QAbstractScrollArea):
+    """A conversation's messages with per-message actions and a streaming reply.
 
-
-def _qt_html(block_html: str) -> str:
-    """Markdown HTML adjusted for Qt: outer whitespace dropped, empty elements filled.
-
-    Qt's importer drops or merges empty blocks (an empty code block, a table whose last cell is empty)
-    depending on what follows, so the same HTML would lay out differently whole and in pieces; a no-break
-    space keeps every block regular.
-    """
-    filled = _EMPTY_ELEMENT.sub(r"<\1\2>&nbsp;</\1>", block_html.strip())
-    return filled.replace("<table>", '<table border="1" cellspacing="0" cellpadding="4">')  # Qt draws no grid
-
-
-def _partial_mark(message: Message) -> str:
-    if message.status is MessageStatus.STOPPED:
-        return "Stopped — partial reply"
-    if message.status is MessageStatus.INTERRUPTED:
-        return "Interrupted — the app closed mid-reply"
-    if message.status is MessageStatus.FAILED:
-        return f"Failed: {message.error or 'unknown error'}"
-    return ""
-
-
-def _append_blocks(cursor: QTextCursor, block_html: str) -> int:
-    """Append block-level HTML at the end of the document, each block keeping its own format.
-
-    Qt merges an inserted fragment's first block into the block at the cursor, dropping its format (a
-    heading would lose its size). So a throw-away paragraph goes first, in a new block, and is removed
-    together with the separator before it: the document then reads exactly as if set in one go.
-    Returns the end position, where the next append (or replacement) starts.
-    """
-    cursor.movePosition(QTextCursor.MoveOperation.End)
-    cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
-    start = cursor.position()
-    cursor.insertHtml(f"<p>{_PLACEHOLDER}</p>{_qt_html(block_html)}")
-    cursor.setPosition(start - 1)
-    cursor.setPosition(start + 1, QTextCursor.MoveMode.KeepAnchor)
-    cursor.removeSelectedText()
-    cursor.movePosition(QTextCursor.MoveOperation.End)
-    return cursor.position()
-
-
-class ChatView(QTextBrowser):
-    """Read-only transcript of a conversation, with per-message actions and a streaming reply.
-
-    Links in the document: ``edit:N`` emits :attr:`edit_requested`, ``regenerate`` emits
-    :attr:`regenerate_requested`, ``copy:N`` copies message N's raw text and ``copy-code:N`` code block N to
-    the clipboard; http(s) and mailto links open in the desktop's handler.
+    Signals: :attr:`edit_requested` (a user message's index), :attr:`regenerate_requested` (the last reply),
+    :attr:`continue_requested` (the last reply stopped at the token limit), :attr:`fork_requested` (an index;
+    its button shows once :meth:`set_fork_enabled` is on), :attr:`copied` (an index, after its text went to the
+    clipboard). "Copy code" links copy a code block; http(s) and mailto links open in the desktop's handler.
     """
 
     edit_requested = Signal(int)
     regenerate_requested = Signal()
+    continue_requested = Signal()
+    fork_requested = Signal(int)
+    copied = Signal(int)
 
     FLUSH_INTERVAL_MS = 30
+    OVERSCAN_PX = 120  # messages this close to the viewport get widgets too, so small scrolls show them at once
+    HTML_CACHE = 256  # rendered replies kept (scrolling back does not re-run Markdown)
+    WARM_ITEMS = 14  # items made in idle time once shown: about what a tall screen of short messages needs
     _ready = False  # set once __init__ is done: Qt may send change events before
+    _styling = False
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setReadOnly(True)
-        self.setOpenLinks(False)
-        self.setOpenExternalLinks(False)
-        self.document().setUndoRedoEnabled(False)  # edits are ours; an undo history would only grow
-        self.anchorClicked.connect(self._on_anchor)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.viewport().setObjectName("transcriptViewport")
+        self.verticalScrollBar().setSingleStep(24)
         self._messages: list[Message] = []
-        self._system_note = ""
-        self._code_blocks: list[str] = []
-        self._stream: MarkdownStream | None = None
+        self._heights: list[int] = []
+        self._tops: list[int] = [0]
+        self._tops_dirty = False
+        self._live: dict[int, MessageItem] = {}
+        self._pool: list[MessageItem] = []
+        self._width = -1
+        self._busy = False
+        self._follow = True
+        self._fork = False
+        self._highlight = -1
+        self.icons: dict[str, QIcon] = {}
+        self._html: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
+        self._note = QLabel(self.viewport())
+        self._note.setProperty("part", "note")
+        self._note.setWordWrap(True)
+        self._note.hide()
+        # the reply being streamed: its own item, kept while it streams even when scrolled out of view
+        self._stream: ReplyStream | None = None
+        self._stream_item: MessageItem | None = None
+        self._stream_message = Message(Role.ASSISTANT, "", MessageStatus.STREAMING)
         self._pending: list[str] = []
-        self._reply: list[str] = []  # the streamed reply's raw text
-        self._tail_start = 0  # where the reply's preview (if any) and tail begin
-        self._preview_end = 0  # where its tail begins
-        self._tail_html = ""
-        self._follow = True  # keep the view at the bottom while streaming
-        self._scrolling = False
+        self._reply: list[str] = []
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(self.FLUSH_INTERVAL_MS)
         self._timer.timeout.connect(self.flush)
-        bar = self.verticalScrollBar()
-        bar.valueChanged.connect(self._on_scrolled)
-        bar.rangeChanged.connect(self._on_range_changed)
+        self._dots = QTimer(self)
+        self._dots.setInterval(400)
+        self._dots.timeout.connect(self._tick_indicator)
+        self._dot_count = 0
+        self._highlight_timer = QTimer(self)
+        self._highlight_timer.setSingleShot(True)
+        self._highlight_timer.setInterval(1500)
+        self._highlight_timer.timeout.connect(self._clear_highlight)
+        self._warm = QTimer(self)
+        self._warm.setInterval(0)
+        self._warm.timeout.connect(self._warm_pool)
         self._apply_style()
         self._ready = True
 
     # -- public API ----------------------------------------------------------------------------------
 
     def show_messages(self, messages: list[Message], system_note: str = "") -> None:
-        """Render the whole conversation anew (ends any reply being streamed)."""
-        self._stop_stream()
-        self._messages = list(messages)
-        self._system_note = system_note
-        self._code_blocks.clear()
-        parts = [f'<p class="note">{_plain_html(system_note)}</p>'] if system_note else []
-        last_reply = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=-1)
-        parts.extend(self._message_html(i, m, i == last_reply) for i, m in enumerate(messages))
-        self.setHtml("".join(parts))
-        self._follow = True
-        self._scroll_to_bottom()
+        """Show a conversation (ends any reply being streamed). Costs the messages on screen, not the chat.
 
-    def begin_reply(self) -> None:
-        """Append an assistant header and an empty body that :meth:`append_reply` fills."""
-        self._stop_stream()
-        header = self._header_html(Role.ASSISTANT)
-        if self.document().isEmpty():
-            self.setHtml(header)
-            self._tail_start = self._end_cursor().position()
-        else:
-            self._tail_start = _append_blocks(QTextCursor(self.document()), header)
-        self._preview_end = self._tail_start
-        self._tail_html = ""
-        self._reply = []
-        self._stream = MarkdownStream(self._code_blocks, code_font=self._code_font())
-        self._follow = self._at_bottom()
-        self._scroll_to_bottom_if_following()
+        The same conversation shown again keeps the scroll position unless it grew (a message was sent);
+        another conversation opens at its bottom.
+        """
+        previous = self._messages
+        same = bool(previous and messages) and _same_chat(previous[0], messages[0])
+        if not same or len(messages) > len(previous):
+            self._follow = True
+        anchor = self._anchor()
+        self._end_stream_item()
+        self._messages = list(messages)
+        self._set_note(system_note)
+        self._width = self._width_now()
+        self._heights = self._estimates(self._messages)
+        self._tops_dirty = True
+        self._rebind_live()
+        self._relayout(anchor if same and not self._follow else None)
+
+    def begin_reply(self, model: str | None = None) -> None:
+        """Add a reply that :meth:`append_reply` fills, with a streaming indicator (headed by ``model``)."""
+        self._end_stream_item()
+        self._follow = self._follow or self._at_bottom()
+        anchor = self._anchor()
+        row = len(self._messages)
+        item = self._acquire(None)
+        self._stream_message = Message(Role.ASSISTANT, "", MessageStatus.STREAMING, model=model)
+        item.begin_stream(row, self._stream_message, self._state(row, streaming=True))
+        self._stream_item = item
+        self._live[row] = item
+        self._stream = ReplyStream(item.body.document(), item.code_blocks, self._code_font())
+        self._pending, self._reply = [], []
+        self._heights.append(item.layout_for(self._width_now()))
+        self._tops_dirty = True
+        self._dot_count = 0
+        self._tick_indicator()
+        self._dots.start()
+        self._relayout(anchor)
 
     def append_reply(self, delta: str) -> None:
-        """Add streamed text to the reply; the document is updated at most every ``FLUSH_INTERVAL_MS``."""
+        """Add streamed text to the reply; the view is updated at most every ``FLUSH_INTERVAL_MS``."""
         if self._stream is None or not delta:
             return
         self._pending.append(delta)
@@ -166,68 +173,401 @@ class ChatView(QTextBrowser):
             self._timer.start()
 
     def flush(self) -> None:
-        """Apply the buffered reply text to the document now."""
+        """Apply the buffered reply text now."""
         self._timer.stop()
         if self._stream is None or not self._pending:
             return
         delta, self._pending = "".join(self._pending), []
-        self._update_body(self._stream.feed(delta))
+        self._stream.feed(delta)
+        self._stream_grew()
 
     def end_reply(self) -> None:
         """Show everything streamed so far and close the reply.
 
-        Until the next :meth:`show_messages` the reply counts as the conversation's last message (for
-        ``copy:N`` and re-rendering on a theme change), without stats.
+        Until the next :meth:`show_messages` the reply counts as the conversation's last message (for copy and
+        the plain text), without stats.
         """
         self.flush()
-        if self._stream is None:
+        if self._stream is None or self._stream_item is None:
             return
-        final = self._stream.finish()
-        if final.completed_html != self._tail_html or self._preview_end != self._tail_start:
-            self._update_body(final)  # else the tail already reads as the final HTML
+        self._stream.finish()
         self._stream = None
-        self._messages.append(Message(Role.ASSISTANT, "".join(self._reply)))
+        self._dots.stop()
+        message = Message(Role.ASSISTANT, "".join(self._reply), model=self._stream_message.model)
+        row = len(self._messages)
+        self._messages.append(message)
+        self._stream_item.bind(row, message, self._state(row))
+        self._stream_item = None
+        self._stream_grew()
 
     @property
     def is_streaming(self) -> bool:
         """Whether a reply is open (between :meth:`begin_reply` and :meth:`end_reply`)."""
         return self._stream is not None
 
-    # -- rendering ------------------------------------------------------------------------------------
+    def scroll_to_message(self, index: int, highlight: bool = True) -> None:
+        """Bring message ``index`` to the top of the view (a search hit), briefly outlined when ``highlight``."""
+        if not 0 <= index < self._row_count():
+            return
+        self._follow = False
+        if highlight:
+            self._highlight = index
+            self._highlight_timer.start()
+            self._rebind_live()
+        self._relayout((index, -SCROLL_MARGIN))
 
-    def _message_html(self, index: int, message: Message, last_reply: bool) -> str:
+    def set_fork_enabled(self, enabled: bool) -> None:
+        """Show the fork action on messages (for when forking exists)."""
+        self._fork = enabled
+        self._rebind_live()
+        self._relayout()
+
+    def message_count(self) -> int:
+        """Messages shown, the reply being streamed included."""
+        return self._row_count()
+
+    def live_rows(self) -> list[int]:
+        """The rows that have a widget now (on screen or close to it), in order."""
+        return sorted(self._live)
+
+    def message_widget(self, index: int) -> MessageItem | None:
+        """The widget showing message ``index``, if it has one now."""
+        return self._live.get(index)
+
+    def message_text(self, index: int) -> str:
+        """Message ``index`` as plain text, as it reads rendered (header, text, marks, figures)."""
+        item = self._live.get(index)
+        if item is not None and item.row == index and item.message is not None:
+            return item.plain_text()
+        message = self._messages[index]
         if message.role is Role.ASSISTANT:
-            body = _qt_html(render_markdown(message.content, self._code_blocks, code_font=self._code_font()))
+            body = scratch_text(self.rendered(message.content)[0], self._css)
         else:
-            body = f'<p class="plain">{_plain_html(message.content)}</p>'
-        parts = [self._header_html(message.role), body]
-        if message.role is Role.ASSISTANT:
-            parts.append(self._meta_html(message))
-        links = []
-        if message.role is Role.USER:
-            links.append(f'<a href="edit:{index}">Edit</a>')
-        links.append(f'<a href="copy:{index}">Copy</a>')
-        if last_reply:
-            links.append('<a href="regenerate">Regenerate</a>')
-        parts.append(f'<p class="actions">{" · ".join(links)}</p>')
-        return "".join(parts)
+            body = message.content
+        return plain_text(message, body, self._state(index))
 
-    @staticmethod
-    def _header_html(role: Role) -> str:
-        return f'<p class="role">{_ROLE_NAMES[role]}</p>'
+    def toPlainText(self) -> str:
+        """The whole transcript as plain text, as rendered. Costs the whole chat: for tests and "copy all"."""
+        parts = [self._note.text()] if self._note.text() else []
+        parts.extend(self.message_text(i) for i in range(self._row_count()))
+        return "\n".join(parts)
 
-    @staticmethod
-    def _meta_html(message: Message) -> str:
+    # -- actions -------------------------------------------------------------------------------------
+
+    def action(self, name: str, row: int) -> None:
+        """An item's button was pressed."""
+        if not 0 <= row < self._row_count():
+            return
+        if name == "copy":
+            QGuiApplication.clipboard().setText(self._message_at(row).content if row < len(self._messages) else "")
+            item = self._live.get(row)
+            if item is not None:
+                item.copied()
+            self.copied.emit(row)
+        elif name == "edit" and row < len(self._messages) and self._messages[row].role is Role.USER:
+            self.edit_requested.emit(row)
+        elif name == "regenerate":
+            self.regenerate_requested.emit()
+        elif name == "continue":
+            self.continue_requested.emit()
+        elif name == "fork":
+            self.fork_requested.emit(row)
+
+    def link_clicked(self, item: MessageItem, url: QUrl) -> None:
+        target = url.toString()
+        kind, _, arg = target.partition(":")
+        if kind == "copy-code" and arg.isdigit() and int(arg) < len(item.code_blocks):
+            QGuiApplication.clipboard().setText(item.code_blocks[int(arg)])
+        elif url.scheme() in _EXTERNAL_SCHEMES:
+            QDesktopServices.openUrl(url)
+
+    def rendered(self, text: str) -> tuple[str, list[str]]:
+        """A reply's HTML and code block texts, from a small cache."""
+        hit = self._html.get(text)
+        if hit is not None:
+            self._html.move_to_end(text)
+            return hit
+        blocks: list[str] = []
+        result = (message_html(text, blocks, self._code_font()), blocks)
+        self._html[text] = result
+        if len(self._html) > self.HTML_CACHE:
+            self._html.popitem(last=False)
+        return result
+
+    # -- rows, heights and positions ---------------------------------------------------------------------
+
+    def _row_count(self) -> int:
+        return len(self._heights)
+
+    def _message_at(self, row: int) -> Message:
+        return self._messages[row] if row < len(self._messages) else self._stream_message
+
+    def _state(self, row: int, streaming: bool = False) -> ItemState:
+        count = self._row_count() if not streaming else row + 1
+        last_reply = (
+            not streaming
+            and self._stream is None
+            and row == len(self._messages) - 1
+            and self._messages[row].role is Role.ASSISTANT
+        )
+        return ItemState(
+            last_reply=last_reply,
+            last=row == count - 1,
+            streaming=streaming,
+            fork=self._fork,
+            highlight=row == self._highlight,
+        )
+
+    def _estimates(self, messages: list[Message]) -> list[int]:
+        """Messages' heights guessed from their length (refined once measured on screen): ~1 µs a message."""
+        _x, col = column(self._width_now())
+        line_h, chrome = self._line_h, self._chrome
+        per_char = {
+            Role.USER: self._char_w / max(1, int(col * USER_SHARE) - 2 * PAD_X),
+            Role.ASSISTANT: self._char_w / col,
+            Role.SYSTEM: self._char_w / col,
+        }
+        extra = {Role.USER: 2 * PAD_Y, Role.ASSISTANT: 0, Role.SYSTEM: 0}
         out = []
-        stats = [message.stats.summary()] if message.stats else []
-        if message.model:
-            stats.append(message.model)
-        if stats:
-            out.append(f'<p class="stats">{html.escape(" · ".join(stats))}</p>')
-        mark = _partial_mark(message)
-        if mark:
-            out.append(f'<p class="partial">{html.escape(mark)}</p>')
-        return "".join(out)
+        for message in messages:
+            text, role = message.content, message.role
+            height = chrome + extra[role] + (int(len(text) * per_char[role]) + text.count("\n") + 1) * line_h
+            if message.status is not MessageStatus.COMPLETE:
+                height += 24
+            if message.stats is not None and message.stats.finish_reason == "length":
+                height += 36
+            out.append(height)
+        return out
+
+    def _ensure_tops(self) -> list[int]:
+        if self._tops_dirty:
+            self._tops = [0, *itertools.accumulate(self._heights)]
+            self._tops_dirty = False
+        return self._tops
+
+    def _inset(self) -> int:
+        return TOP_PAD + (self._note.height() + SPACE_M if self._note.text() else 0)
+
+    def _top(self, row: int) -> int:
+        return self._inset() + self._ensure_tops()[row]
+
+    def _content_height(self) -> int:
+        return self._inset() + self._ensure_tops()[-1] + BOTTOM_PAD
+
+    def _row_at(self, y: int) -> int:
+        count = self._row_count()
+        if count == 0:
+            return -1
+        row = bisect.bisect_right(self._ensure_tops(), y - self._inset()) - 1
+        return min(max(row, 0), count - 1)
+
+    def _width_now(self) -> int:
+        return max(1, self.viewport().width())
+
+    # -- scrolling ---------------------------------------------------------------------------------------
+
+    def _anchor(self) -> tuple[int, int]:
+        """What stays put while heights change: the top row on screen and how far into it, or the bottom."""
+        if self._follow or self._row_count() == 0:
+            return _BOTTOM, 0
+        value = self.verticalScrollBar().value()
+        row = self._row_at(value)
+        return row, value - self._top(row)
+
+    def _apply_scroll(self, anchor: tuple[int, int]) -> None:
+        bar = self.verticalScrollBar()
+        page = self.viewport().height()
+        bar.setRange(0, max(0, self._content_height() - page))
+        bar.setPageStep(max(1, page))
+        row, offset = anchor
+        if row == _BOTTOM or row >= self._row_count():
+            bar.setValue(bar.maximum())
+        else:
+            bar.setValue(self._top(row) + offset)
+
+    def _at_bottom(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 4
+
+    def scrollContentsBy(self, dx: int, dy: int) -> None:
+        """The scroll bar moved (the user, or a wheel): follow the bottom again only once back at it."""
+        if self._busy:
+            return
+        self._follow = self._at_bottom()
+        self._relayout()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._relayout()
+
+    # -- layout -----------------------------------------------------------------------------------------
+
+    def _relayout(self, anchor: tuple[int, int] | None = None) -> None:
+        """Give the rows in view widgets (measuring them), drop the others, and place them; keeps ``anchor``."""
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            anchor = anchor or self._anchor()
+            self._sync_width()
+            self._apply_scroll(anchor)
+            for _ in range(4):  # measuring changes heights, which can bring other rows into view
+                first, last = self._visible_rows()
+                self._release_outside(first, last)  # first, so that the pool has items to reuse
+                if not self._materialize(first, last):
+                    break
+                self._apply_scroll(anchor)
+            else:
+                first, last = self._visible_rows()
+                self._release_outside(first, last)
+                self._materialize(first, last)
+            self._place(first, last)
+        finally:
+            self._busy = False
+
+    def _sync_width(self) -> None:
+        width = self._width_now()
+        if width == self._width:
+            return
+        self._width = width
+        self._heights = self._estimates([self._message_at(r) for r in range(self._row_count())])
+        self._tops_dirty = True
+        if self._note.text():
+            self._note.resize(column(width)[1], self._note.heightForWidth(column(width)[1]))
+
+    def _visible_rows(self) -> tuple[int, int]:
+        if self._row_count() == 0:
+            return 0, -1
+        value = self.verticalScrollBar().value()
+        return self._row_at(value - self.OVERSCAN_PX), self._row_at(value + self.viewport().height() + self.OVERSCAN_PX)
+
+    def _materialize(self, first: int, last: int) -> bool:
+        """Bind and measure rows ``first``..``last``; True when a height changed."""
+        changed = False
+        width = self._width_now()
+        for row in range(first, last + 1):
+            item = self._live.get(row)
+            if item is None:
+                item = self._acquire(row)
+                self._live[row] = item
+            if item is not self._stream_item:
+                item.bind(row, self._messages[row], self._state(row))
+            height = item.layout_for(width)
+            if height != self._heights[row]:
+                self._heights[row] = height
+                self._tops_dirty = changed = True
+        return changed
+
+    def _acquire(self, row: int | None) -> MessageItem:
+        """A pooled item, preferably one already showing this row's message."""
+        if row is not None and row < len(self._messages):
+            message = self._messages[row]
+            for i, item in enumerate(self._pool):
+                if item.message is message:
+                    return self._pool.pop(i)
+        if self._pool:
+            return self._pool.pop()
+        item = MessageItem(self)
+        item.body.document().setDefaultStyleSheet(self._css)
+        return item
+
+    def _warm_pool(self) -> None:
+        """Make the items a screen needs ahead of time, one per idle turn (creating one takes a few ms)."""
+        if len(self._pool) + len(self._live) >= self.WARM_ITEMS or not self.isVisible():
+            self._warm.stop()
+            return
+        item = MessageItem(self)
+        item.body.document().setDefaultStyleSheet(self._css)
+        item.hide()
+        self._pool.append(item)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._warm.start()
+
+    def _release_outside(self, first: int, last: int) -> None:
+        for row in [r for r in self._live if not first <= r <= last]:
+            item = self._live[row]
+            _park(item)
+            if item is not self._stream_item:
+                del self._live[row]
+                self._pool.append(item)
+
+    def _place(self, first: int, last: int) -> None:
+        value = self.verticalScrollBar().value()
+        width = self._width_now()
+        if self._note.text():
+            x0, _col = column(width)
+            self._note.move(x0, TOP_PAD - value)
+            self._note.show()
+        for row in range(first, last + 1):
+            item = self._live[row]
+            item.setGeometry(0, self._top(row) - value, width, self._heights[row])
+            if item.isHidden():
+                item.show()
+
+    def _rebind_live(self) -> None:
+        """Re-bind the items on screen (a row's message or state may have changed); kept when equal."""
+        for row, item in list(self._live.items()):
+            if item is self._stream_item:
+                continue
+            if row < len(self._messages):
+                item.bind(row, self._messages[row], self._state(row))
+            else:
+                _park(item)
+                del self._live[row]
+                self._pool.append(item)
+
+    # -- streaming internals ------------------------------------------------------------------------
+
+    def _stream_grew(self) -> None:
+        """The streamed reply changed: measure it again and keep the bottom in view if following."""
+        row = len(self._messages) if self._stream_item is not None else len(self._messages) - 1
+        item = self._live.get(row)
+        if item is not None and 0 <= row < self._row_count():
+            height = item.layout_for(self._width_now())
+            if height != self._heights[row]:
+                self._heights[row] = height
+                self._tops_dirty = True
+        self._relayout()
+
+    def _end_stream_item(self) -> None:
+        """Drop a reply being streamed (show_messages replaces it with the saved one)."""
+        self._timer.stop()
+        self._dots.stop()
+        self._pending.clear()
+        self._stream = None
+        item, self._stream_item = self._stream_item, None
+        if item is None:
+            return
+        for row, live in list(self._live.items()):
+            if live is item:
+                del self._live[row]
+        if len(self._heights) > len(self._messages):
+            del self._heights[len(self._messages) :]
+            self._tops_dirty = True
+        _park(item)
+        item.clear_key()
+        self._pool.append(item)
+
+    def _tick_indicator(self) -> None:
+        if self._stream_item is not None:
+            self._dot_count = (self._dot_count % 3) + 1
+            self._stream_item.set_indicator("Generating" + "." * self._dot_count)
+
+    def _clear_highlight(self) -> None:
+        self._highlight = -1
+        self._rebind_live()
+        self._relayout()
+
+    # -- style ---------------------------------------------------------------------------------------
+
+    def _set_note(self, text: str) -> None:
+        self._note.setText(text)
+        self._note.setVisible(bool(text))
+        if text:
+            col = column(self._width_now())[1]
+            self._note.resize(col, self._note.heightForWidth(col))
 
     @staticmethod
     def _code_font() -> str:
@@ -235,104 +575,51 @@ class ChatView(QTextBrowser):
         return f"'{family}', monospace"
 
     def _apply_style(self) -> None:
-        """Document styles from the current palette, so light and dark themes both read well."""
-        pal = self.palette()
-        text, base = pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.Base)
-        muted, warn = muted_color(pal).name(), error_color(pal).name()
-        self.document().setDefaultFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.GeneralFont))
-        self.document().setDefaultStyleSheet(
-            f"""
-            p.role {{ font-weight: bold; margin-top: 14px; }}
-            p.note, p.stats, p.actions, p.code-actions {{ color: {muted}; font-size: small; }}
-            p.note {{ font-style: italic; }}
-            p.partial {{ color: {warn}; font-weight: bold; }}
-            p.plain {{ white-space: pre-wrap; }}
-            code {{ font-family: {self._code_font()}; }}
-            pre {{ background-color: {mix(base, text, 0.08).name()}; }}
-            p.code-actions {{ margin-bottom: 0px; }}
-            """
-        )
+        """Colours from the current palette, so light and dark themes both read well."""
+        t = tokens(self.palette())
+        self.setStyleSheet(transcript_style(t))
+        self._css = document_css(t, self._code_font())
+        self._line_h, self._char_w = line_metrics(self.font())
+        small = self.fontMetrics().height()
+        self._chrome = small + 2 + 28 + 14 + 6  # header, footer and gaps around the text
+        self._html.clear()
+        self.icons = {name: icon(name) for name in ICON_NAMES}
+        for item in [*self._pool, *self._live.values()]:
+            item.body.document().setDefaultStyleSheet(self._css)
+            item.restyle()
+            if item is not self._stream_item:
+                item.clear_key()
 
     def changeEvent(self, event: QEvent) -> None:
-        """Re-style (and re-render when idle) on a palette or theme change."""
+        """Re-style on a palette change; re-measure what is on screen on any theme, style or font change."""
         super().changeEvent(event)
-        if self._ready and event.type() in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange):
-            self._apply_style()
-            if self._stream is None and self._messages:
-                self.show_messages(self._messages, self._system_note)
+        kind = event.type()
+        if not self._ready or self._styling:
+            return
+        if kind not in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange, QEvent.Type.FontChange):
+            return
+        self._styling = True
+        try:
+            if kind == QEvent.Type.PaletteChange:
+                self._apply_style()
+            self._line_h, self._char_w = line_metrics(self.font())
+        finally:
+            self._styling = False
+        for item in [*self._pool, *self._live.values()]:
+            item.invalidate()
+        self._width = -1
+        self._rebind_live()
+        self._relayout()
 
-    # -- streaming internals ------------------------------------------------------------------------
 
-    def _end_cursor(self) -> QTextCursor:
-        cursor = QTextCursor(self.document())
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        return cursor
+def _park(item: MessageItem) -> None:
+    """Move an item out of sight without hiding it: hiding and showing a widget costs more than moving it."""
+    item.move(0, -PARKED_Y - item.height())
 
-    def _update_body(self, update: StreamUpdate) -> None:
-        """Replace the tail (completed blocks: the preview too), append what is new, then the new tail."""
-        self._scrolling = True  # shrinking the tail may clamp the scroll bar: that is not the user moving
-        cursor = QTextCursor(self.document())
-        cursor.beginEditBlock()
-        cursor.setPosition(self._tail_start if update.completed_html else self._preview_end)
-        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-        cursor.removeSelectedText()
-        if update.completed_html:
-            self._tail_start = self._preview_end = _append_blocks(cursor, update.completed_html)
-        if update.preview_html:
-            self._preview_end = _append_blocks(cursor, update.preview_html)
-        if update.tail_html:
-            _append_blocks(cursor, update.tail_html)
-        cursor.endEditBlock()
-        self._scrolling = False
-        self._tail_html = update.tail_html
-        self._scroll_to_bottom_if_following()
 
-    def _stop_stream(self) -> None:
-        self._timer.stop()
-        self._pending.clear()
-        self._stream = None
+def _same_chat(a: Message, b: Message) -> bool:
+    return a is b or (a.id is not None and a.id == b.id)
 
-    # -- scrolling --------------------------------------------------------------------------------------
 
-    def _at_bottom(self) -> bool:
-        bar = self.verticalScrollBar()
-        return bar.value() >= bar.maximum() - 4
-
-    def _scroll_to_bottom(self) -> None:
-        self._scrolling = True
-        bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
-        self._scrolling = False
-
-    def _scroll_to_bottom_if_following(self) -> None:
-        if self._follow:
-            self._scroll_to_bottom()
-
-    def _on_scrolled(self, _value: int) -> None:
-        if not self._scrolling:  # the user moved: follow again only once they are back at the bottom
-            self._follow = self._at_bottom()
-
-    def _on_range_changed(self, _low: int, _high: int) -> None:
-        self._scroll_to_bottom_if_following()  # the layout grows after show_messages and while streaming
-
-    # -- resources and links ----------------------------------------------------------------------------
-
-    def loadResource(self, type: int, name: QUrl | str) -> Any:
-        """Only the app's own ``qrc:`` resources: nothing a reply names is fetched or read (no http, no files)."""
-        if QUrl(name).scheme() == "qrc":
-            return super().loadResource(type, name)
-        return None
-
-    def _on_anchor(self, url: QUrl) -> None:
-        target = url.toString()
-        kind, _, arg = target.partition(":")
-        if target == "regenerate":
-            self.regenerate_requested.emit()
-        elif kind == "edit" and arg.isdigit():
-            self.edit_requested.emit(int(arg))
-        elif kind == "copy" and arg.isdigit() and int(arg) < len(self._messages):
-            QGuiApplication.clipboard().setText(self._messages[int(arg)].content)
-        elif kind == "copy-code" and arg.isdigit() and int(arg) < len(self._code_blocks):
-            QGuiApplication.clipboard().setText(self._code_blocks[int(arg)])
-        elif url.scheme() in _EXTERNAL_SCHEMES:
-            QDesktopServices.openUrl(url)
+ChatView = TranscriptView
+"""The name the chat page knows the transcript by."""

@@ -21,7 +21,8 @@ from PySide6.QtWidgets import QLabel, QPlainTextEdit, QTextEdit, QVBoxLayout, QW
 
 from app.core.modelfile.params import OLLAMA_OPTIONS
 from app.core.modelfile.parser import Modelfile, ModelfileError, parse_modelfile
-from app.ui.widgets.palette import error_color, is_dark, mix, muted_color, set_text_color
+from app.ui.style.theme import set_role
+from app.ui.widgets.palette import error_color, is_dark, mix
 
 COMMANDS = frozenset(
     {"from", "license", "template", "system", "adapter", "parameter", "message", "requires", "renderer", "parser"}
@@ -253,10 +254,5 @@ class ModelfileTextPane(QWidget):
         return self.modelfile if self.error is None else None
 
     def _style(self) -> None:
-        set_text_color(self.error_label, error_color(self.palette()))
-        set_text_color(self.note, muted_color(self.palette()))
-
-    def changeEvent(self, event: QEvent) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            self._style()
+        set_role(self.error_label, "error")
+        set_role(self.note, "muted")

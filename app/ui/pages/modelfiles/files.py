@@ -24,6 +24,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.modelfile.parser import read_modelfile
+from app.core.user_files import UserFileError
+from app.ui.style.icons import icon
+from app.ui.style.theme import SPACE_M, set_role
 from app.ui.tasks import spawn
 
 SUFFIX = ".Modelfile"
@@ -58,6 +61,57 @@ def read_document(path: Path) -> str:
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def import_name(source: Path, folder: Path) -> Path:
+    """A free ``<stem>.Modelfile`` in ``folder`` for a file named like ``source`` (``-2``, ``-3`` … when taken)."""
+    name = source.name
+    stem = name[: -len(SUFFIX)] if name.lower().endswith(SUFFIX.lower()) else source.stem
+    stem = re.sub(r"[\\/:*?\"<>|]+", "-", stem).strip(". ") or "imported"
+    if stem.lower() == "modelfile":
+        stem = source.parent.name or "imported"
+    target, count = folder / f"{stem}{SUFFIX}", 1
+    while target.exists():
+        count += 1
+        target = folder / f"{stem}-{count}{SUFFIX}"
+    return target
+
+
+def _import(text: str, source: Path, folder: Path) -> Path:
+    target = import_name(source, folder)
+    _write(target, text)
+    return target
+
+
+class EmptyState(QFrame):
+    """What "My Modelfiles" shows before there is one: what a Modelfile is for, and the two ways to start."""
+
+    def __init__(self, new: Callable[[], None], import_file: Callable[[], None]) -> None:
+        super().__init__()
+        self.setObjectName("modelfiles_empty")
+        set_role(self, "card")
+        title = QLabel("No Modelfiles yet")
+        set_role(title, "empty-title")
+        text = QLabel("A Modelfile is a reusable preset: a model, a system prompt and sampling settings.")
+        text.setWordWrap(True)
+        set_role(text, "muted")
+        self.new_button = QPushButton("New Modelfile")
+        set_role(self.new_button, "accent")
+        self.new_button.clicked.connect(lambda _checked=False: new())
+        self.import_button = QPushButton("Import…")
+        self.import_button.clicked.connect(lambda _checked=False: import_file())
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.new_button)
+        buttons.addWidget(self.import_button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACE_M, SPACE_M, SPACE_M, SPACE_M)
+        layout.addWidget(title)
+        layout.addWidget(text)
+        more = QLabel("Or open a preset below and duplicate it.")
+        more.setWordWrap(True)
+        layout.addWidget(more)
+        layout.addLayout(buttons)
 
 
 class InlineBar(QFrame):
@@ -125,10 +179,17 @@ class ModelfileFiles(QWidget):
         self.user_root = QTreeWidgetItem(["My Modelfiles"])
         self.preset_root = QTreeWidgetItem(["Presets (read-only)"])
         self.tree.addTopLevelItems([self.user_root, self.preset_root])
-        names = ("New", "Open…", "Save", "Save as…", "Delete")
-        self.new_button, self.open_button, self.save_button, self.save_as_button, self.delete_button = (
-            QPushButton(n) for n in names
-        )
+        self.new_button = QPushButton(icon("plus"), "New")
+        self.new_button.setToolTip("Start a new, empty Modelfile")
+        self.import_button = QPushButton("Import…")
+        self.import_button.setToolTip("Copy a Modelfile from elsewhere into your Modelfiles folder")
+        self.open_button = QPushButton("Open…")
+        self.open_button.setToolTip("Open a Modelfile where it is, without copying it")
+        self.save_button = QPushButton("Save")
+        self.save_as_button = QPushButton("Save as…")
+        self.delete_button = QPushButton(icon("trash"), "")
+        self.delete_button.setToolTip("Delete this Modelfile")
+        self.empty_state = EmptyState(self.new_requested.emit, self.choose_import)
         self.ask_bar = AskBar()
         self.name_bar = InlineBar()
         self.name_edit = QLineEdit()
@@ -140,13 +201,13 @@ class ModelfileFiles(QWidget):
             self.name_bar.buttons.addWidget(widget)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.empty_state)
         layout.addWidget(self.tree, 1)
-        for pair in ((self.new_button, self.open_button), (self.save_button, self.save_as_button)):
-            row = QHBoxLayout()
-            for button in pair:
-                row.addWidget(button)
-            layout.addLayout(row)
-        layout.addWidget(self.delete_button)
+        row = QHBoxLayout()
+        for button in (self.new_button, self.import_button, self.open_button):
+            row.addWidget(button)
+        layout.addLayout(row)
+        self.empty_state.hide()
         self._connect()
         self._sync_buttons()
 
@@ -155,6 +216,7 @@ class ModelfileFiles(QWidget):
         self.tree.itemClicked.connect(self._file_chosen)
         self.new_button.clicked.connect(self.new_requested)
         self.open_button.clicked.connect(self.choose_file)
+        self.import_button.clicked.connect(self.choose_import)
         self.save_button.clicked.connect(lambda: self.save())  # not save(checked)
         self.save_as_button.clicked.connect(lambda: self.save_as())
         self.delete_button.clicked.connect(self.delete_file)
@@ -176,6 +238,10 @@ class ModelfileFiles(QWidget):
                 item.setToolTip(0, str(path))
                 root.addChild(item)
         self.tree.expandAll()
+        self.user_root.setHidden(not user)  # none yet: the empty state above the list says what to do
+        self.empty_state.setVisible(not user)
+        self.new_button.setVisible(bool(user))  # the empty state has its own New and Import
+        self.import_button.setVisible(bool(user))
         self.select_current()
 
     def select_current(self) -> None:
@@ -198,6 +264,10 @@ class ModelfileFiles(QWidget):
 
     def _sync_buttons(self) -> None:
         self.delete_button.setEnabled(self.path is not None and not self.is_preset)
+        self.save_button.setEnabled(not self.is_preset)
+        self.save_button.setToolTip(
+            "Presets are read-only: Duplicate to edit, or Save as… a copy" if self.is_preset else "Save (Ctrl+S)"
+        )
 
     def _file_chosen(self, item: QTreeWidgetItem) -> None:
         data = item.data(0, _PATH)
@@ -210,6 +280,28 @@ class ModelfileFiles(QWidget):
         self._dialog.fileSelected.connect(lambda p: self.open_requested.emit(Path(p)) if p else None)
         self._dialog.open()
 
+    def choose_import(self) -> None:
+        self._dialog = QFileDialog(self, "Import a Modelfile", str(Path.home()))
+        self._dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        self._dialog.fileSelected.connect(lambda p: spawn(self.import_file(Path(p)), "import Modelfile") if p else None)
+        self._dialog.open()
+
+    async def import_file(self, source: Path) -> Path | None:
+        """Copy the Modelfile at ``source`` into the user's folder (under a free name), list it and open it."""
+        loop = asyncio.get_running_loop()
+        try:
+            text = await loop.run_in_executor(None, read_document, source)
+            target = await loop.run_in_executor(None, _import, text, source, self.modelfiles_dir)
+        except UserFileError as exc:  # a FIFO, a device, over 1 MiB
+            self.problem.emit(f"Cannot import it: {exc}")
+            return None
+        except OSError as exc:
+            self.problem.emit(f"Cannot import {source.name}: {exc.strerror or exc}")
+            return None
+        await self.refresh()
+        self.open_requested.emit(target)
+        return target
+
     # --- saving and deleting -------------------------------------------------------------------------------
     def save(self, then: Callable[[], None] | None = None) -> None:
         if self.path is not None and not self.is_preset:
@@ -221,7 +313,8 @@ class ModelfileFiles(QWidget):
         """Ask for a name inline; the file goes into the user's Modelfiles folder."""
         self._after_save = then
         stem = self.path.name.removesuffix(SUFFIX) if self.path else self.name_edit.text() or "my-model"
-        self.name_bar.message.setText(f"Save in {self.modelfiles_dir} as")
+        self.name_bar.message.setText("Save in My Modelfiles as")
+        self.name_bar.message.setToolTip(str(self.modelfiles_dir))
         self.name_edit.setText(stem)
         self.name_bar.show()
         self.name_edit.setFocus()

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QComboBox,
@@ -34,8 +34,8 @@ from app.core.modelfile.parser import NON_PARAMETER_NAMES, Modelfile
 from app.ui.pages.modelfiles.message_list import MessageList
 from app.ui.pages.modelfiles.parameter_table import ParameterTable
 from app.ui.pages.modelfiles.template_preview import TemplatePreview
+from app.ui.style.theme import set_role
 from app.ui.tasks import loop_running, spawn
-from app.ui.widgets.palette import error_color, set_text_color
 
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 _MODEL_SUFFIXES = (".gguf", ".safetensors", ".bin")
@@ -74,6 +74,7 @@ class ModelfileForm(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.base_dir: Path | None = None
+        self.read_only = False
         self._loading = False
         self._from_check = 0
         self._more_adapters: list[str] = []
@@ -235,6 +236,18 @@ class ModelfileForm(QWidget):
         elif field == "messages":
             modelfile.set_messages(self.messages.messages())
 
+    def set_read_only(self, read_only: bool) -> None:
+        """A preset: every tab can be browsed and every value read, but nothing can be changed."""
+        self.read_only = read_only
+        self.from_combo.setEnabled(not read_only)
+        for button in (self.from_browse, self.adapter_browse):
+            button.setEnabled(not read_only)
+        for edit in (self.system, self.license, self.adapter, self.requires):
+            edit.setReadOnly(read_only)
+        self.params.set_read_only(read_only)
+        self.messages.set_read_only(read_only)
+        self.template.set_read_only(read_only)
+
     def set_error(self, text: str | None) -> None:
         """While the text does not parse, the form is disabled and says why."""
         self.error.setText(f"The text has an error, so the form is paused until it is fixed: {text}" if text else "")
@@ -282,14 +295,8 @@ class ModelfileForm(QWidget):
         self.template.set_conversation(system if system.strip() else None, self.messages.messages())
 
     def _style(self) -> None:
-        red = error_color(self.palette())
-        set_text_color(self.error, red)
-        set_text_color(self.from_note, red)
-
-    def changeEvent(self, event: QEvent) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            self._style()
+        set_role(self.error, "error")
+        set_role(self.from_note, "error")
 
 
 def _set_text(widget: QWidget, text: str) -> None:

@@ -30,6 +30,7 @@ class MessageList(QWidget):
         super().__init__(parent)
         self._messages: list[tuple[str, str]] = []
         self._loading = False
+        self._read_only = False
         self.list = QListWidget()
         self.list.setObjectName("message_list")
         self.role = QComboBox()
@@ -62,6 +63,13 @@ class MessageList(QWidget):
         self.role.currentTextChanged.connect(self._edited)
         self.text.textChanged.connect(self._edited)
         self._show_current(-1)
+
+    def set_read_only(self, read_only: bool) -> None:
+        """The list can still be browsed (each message shown in full), but not changed."""
+        self._read_only = read_only
+        self.text.setReadOnly(read_only)
+        self.add_button.setEnabled(not read_only)
+        self._show_current(self.list.currentRow())
 
     def set_messages(self, messages: list[tuple[str, str]]) -> None:
         row = max(self.list.currentRow(), 0)
@@ -113,8 +121,9 @@ class MessageList(QWidget):
         self.role.setCurrentText(role)
         if self.text.toPlainText() != text:
             self.text.setPlainText(text)
-        for widget in (self.role, self.text, self.remove_button, self.up_button, self.down_button):
-            widget.setEnabled(has)
+        self.text.setEnabled(has)
+        for widget in (self.role, self.remove_button, self.up_button, self.down_button):
+            widget.setEnabled(has and not self._read_only)
         self._loading = False
 
     def _edited(self) -> None:

@@ -8,15 +8,14 @@ import re
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QLineEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from app.core.modelfile.parser import Modelfile, ModelfileError
 from app.services.ollama.client import OllamaError, OllamaService
 from app.services.ollama.create import CreateProgress, build_create_request, create_model
 from app.ui.pages.modelfiles.files import InlineBar
+from app.ui.style.theme import set_role
 from app.ui.tasks import spawn
-from app.ui.widgets.palette import error_color, set_text_color
 
 log = logging.getLogger("app.ui.modelfiles")
 
@@ -100,5 +99,4 @@ class OllamaCreateBar(QWidget):
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
-        color = error_color(self.palette()) if error else self.palette().color(QPalette.ColorRole.WindowText)
-        set_text_color(self.status, color)
+        set_role(self.status, "error" if error else "")

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import html
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter, QVBoxLayout, QWidget
 
 from app.core.modelfile.params import check_modelfile
 from app.core.modelfile.parser import Modelfile, ModelfileError
@@ -29,10 +28,15 @@ from app.ui.pages.modelfiles.editor import ModelfileTextPane
 from app.ui.pages.modelfiles.files import SUFFIX, ModelfileFiles, read_document
 from app.ui.pages.modelfiles.form import ModelfileForm
 from app.ui.pages.modelfiles.ollama_create_bar import OllamaCreateBar
+from app.ui.style.icons import icon
+from app.ui.style.theme import SPACE_S, set_role
 from app.ui.tasks import loop_running, spawn
-from app.ui.widgets.palette import error_color, muted_color, set_text_color
+from app.ui.widgets.elided_label import ElidedLabel
+from app.ui.widgets.notices import NoticeArea
 
 log = logging.getLogger("app.ui.modelfiles")
+PROBLEM_KEY, CHECK_KEY = "problem", "check"
+MAX_CHECK_LINES = 4  # more would push the editors down: the Parameters tab marks every row anyway
 
 
 def _scan_ggufs(folders: list[Path], limit: int = 200) -> list[str]:
@@ -57,7 +61,6 @@ class ModelfilePanel(QWidget):
         self._untitled = "Untitled Modelfile"
         self._rechecking = False
         self._build()
-        self._style()
         self._show_title()
 
     # --- layout ------------------------------------------------------------------------------------
@@ -67,49 +70,60 @@ class ModelfilePanel(QWidget):
         self.editor = self.text.editor
         self.files = ModelfileFiles(self.context.paths.modelfiles_dir, shipped_presets_dir(), self.editor.toPlainText)
         self.creator = OllamaCreateBar()
-        self.title = QLabel()
+        self.title = ElidedLabel()
         self.title.setObjectName("modelfile_title")
-        self.copy_button = QPushButton("Edit a copy")
-        self.notice = QLabel()
-        self.notice.setWordWrap(True)
-        self.notice.hide()
-        self.check_button = QPushButton("Check")
-        self.use_button = QPushButton("Use in chat")
+        set_role(self.title, "section")
+        self.badge = QLabel("Preset · read-only")
+        self.badge.setObjectName("modelfile_badge")
+        set_role(self.badge, "muted")
+        self.copy_button = QPushButton(icon("copy"), "Duplicate to edit")
+        self.copy_button.setToolTip("Make an editable copy of this preset (saved in your Modelfiles)")
+        set_role(self.copy_button, "accent")
+        self.notice = NoticeArea()
+        self.check_button = QPushButton(icon("check"), "Check")
+        self.check_button.setToolTip("Check the parameters as Ollama would")
+        self.use_button = QPushButton(icon("chat"), "Use in chat")
+        self.use_button.setToolTip("Apply this Modelfile to the chat as a preset")
         self.create_button = QPushButton("Create in Ollama…")
-        self.check_label = QLabel()
-        self.check_label.setObjectName("check_result")
-        self.check_label.setWordWrap(True)
-        self.check_label.setTextFormat(Qt.TextFormat.RichText)
-        self.check_label.hide()
         self.ollama_label = QLabel("Checking for Ollama…")
         self.ollama_label.setObjectName("ollama_status")
         self.ollama_label.setWordWrap(True)
+        self.ollama_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        set_role(self.ollama_label, "muted")
         self.recheck_button = QPushButton("Check again")
         self.recheck_button.hide()
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.files)
         splitter.addWidget(self._center())
-        splitter.setSizes([220, 980])
+        splitter.setSizes([240, 960])
+        splitter.setStretchFactor(1, 1)
         splitter.setCollapsible(1, False)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setContentsMargins(SPACE_S, SPACE_S, SPACE_S, SPACE_S)
         layout.addWidget(splitter)
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Save), self, self._save_shortcut).setContext(
+            Qt.ShortcutContext.WidgetWithChildrenShortcut
+        )
         self._connect()
 
     def _center(self) -> QWidget:
         column = QWidget()
         layout = QVBoxLayout(column)
-        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setContentsMargins(SPACE_S, 0, 0, 0)
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
+        head.addWidget(self.badge)
         head.addWidget(self.copy_button)
+        for button in (self.files.save_button, self.files.save_as_button, self.files.delete_button):
+            head.addWidget(button)
         layout.addLayout(head)
-        for widget in (self.files.ask_bar, self.files.name_bar, self.notice):
+        for widget in (self.notice, self.files.ask_bar, self.files.name_bar):
             layout.addWidget(widget)
         editors = QSplitter(Qt.Orientation.Horizontal)
         editors.addWidget(self.form)
         editors.addWidget(self.text)
-        editors.setSizes([520, 460])
+        editors.setSizes([520, 440])
+        editors.setChildrenCollapsible(False)
         layout.addWidget(editors, 1)
         actions = QHBoxLayout()
         for button in (self.check_button, self.use_button, self.create_button):
@@ -117,7 +131,6 @@ class ModelfilePanel(QWidget):
         actions.addWidget(self.ollama_label, 1)
         actions.addWidget(self.recheck_button)
         layout.addLayout(actions)
-        layout.addWidget(self.check_label)
         layout.addWidget(self.creator)
         return column
 
@@ -139,16 +152,6 @@ class ModelfilePanel(QWidget):
         self.creator.created.connect(lambda _name: spawn(self.refresh_from_choices(), "modelfiles: FROM choices"))
         self.recheck_button.clicked.connect(self.recheck)
         self.create_button.setEnabled(False)
-
-    def _style(self) -> None:
-        red, muted = error_color(self.palette()), muted_color(self.palette())
-        set_text_color(self.notice, red)
-        set_text_color(self.ollama_label, muted)
-
-    def changeEvent(self, event: QEvent) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            self._style()
 
     # --- start ---------------------------------------------------------------------------------------
     def start(self) -> asyncio.Task[Any]:
@@ -243,9 +246,9 @@ class ModelfilePanel(QWidget):
     def _show_title(self) -> None:
         name = self.path.name if self.path else self._untitled
         mark = " •" if self.has_unsaved_changes() else ""
-        extra = " — preset, read-only: Edit a copy to change it" if self.is_preset else ""
-        self.title.setText(f"<b>{name}{mark}</b>{extra}")
+        self.title.set_full_text(f"{name}{mark}")
         self.title.setToolTip(str(self.path or "Not saved yet"))
+        self.badge.setVisible(self.is_preset)
         self.copy_button.setVisible(self.is_preset)
 
     def _guard(self, then: Callable[[], None]) -> None:
@@ -281,9 +284,8 @@ class ModelfilePanel(QWidget):
         self.files.set_current(path, preset)
         self.saved_text = text if saved is None else saved
         self.hide_notice()
-        self.check_label.hide()
         self.form.base_dir = path.parent if path else self.context.paths.modelfiles_dir
-        self.form.setEnabled(not preset)
+        self.form.set_read_only(preset)
         self.text.set_text(text, read_only=preset)
         self._show_title()
 
@@ -314,7 +316,7 @@ class ModelfilePanel(QWidget):
     def _saved(self, target: Path, text: str) -> None:
         self.saved_text = text
         self.editor.setReadOnly(False)
-        self.form.setEnabled(True)
+        self.form.set_read_only(False)
         self.form.base_dir = target.parent
         self.hide_notice()
         self._show_title()
@@ -365,13 +367,16 @@ class ModelfilePanel(QWidget):
 
     async def _check(self, modelfile: Modelfile) -> None:
         result = await asyncio.get_running_loop().run_in_executor(None, check_modelfile, modelfile)
-        red = error_color(self.palette()).name()
-        lines = [f'<span style="color:{red}">✖ {_esc(p)}</span>' for p in result.problems]
-        lines += [f"⚠ {_esc(w)}" for w in result.warnings]
+        lines = [str(p) for p in result.problems] + [str(w) for w in result.warnings]
         if not lines:
-            lines = [f"✔ No problems: {len(result.parameters)} parameter(s) Ollama accepts."]
-        self.check_label.setText("<br>".join(lines))
-        self.check_label.show()
+            text = f"No problems: Ollama accepts all {len(result.parameters)} parameter(s)."
+            self.notice.show_notice(text, "success", key=CHECK_KEY)
+            return
+        shown = lines[:MAX_CHECK_LINES]
+        if len(lines) > len(shown):
+            shown.append(f"… and {len(lines) - len(shown)} more (the Parameters tab marks each).")
+        level = "error" if result.problems else "warning"
+        self.notice.show_notice("\n".join(shown), level, key=CHECK_KEY)
 
     def use_in_chat(self) -> None:
         modelfile = self.parsed()
@@ -388,13 +393,12 @@ class ModelfilePanel(QWidget):
             self.creator.create_from(modelfile, base, self.context.settings.ollama_host)
 
     # --- notices --------------------------------------------------------------------------------------------
-    def show_notice(self, text: str) -> None:
-        self.notice.setText(text)
-        self.notice.show()
+    def show_notice(self, text: str, level: str = "error") -> None:
+        self.notice.show_notice(text, level, key=PROBLEM_KEY)
 
     def hide_notice(self) -> None:
-        self.notice.hide()
+        self.notice.clear()
 
-
-def _esc(text: object) -> str:
-    return html.escape(str(text))
+    def _save_shortcut(self) -> None:
+        if self.files.save_button.isEnabled():
+            self.save()

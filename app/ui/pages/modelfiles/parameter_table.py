@@ -29,15 +29,25 @@ from PySide6.QtWidgets import (
 
 from app.core.modelfile.params import OLLAMA_OPTIONS, OllamaOption, format_params
 from app.core.modelfile.parser import ModelfileError
+from app.core.units import format_sampling_value
 from app.ui.widgets.palette import error_color
+from app.ui.widgets.sampling_spin import sampling_spin
 
 NAME, VALUE, DEFAULT, CHECK = range(4)
+FLOAT_DECIMALS = 4  # a PARAMETER value typed with more keeps its text unless changed in the spin box
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _BOOLS = {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}
 
 AnyIndex = QModelIndex | QPersistentModelIndex
+EDIT_TRIGGERS = (
+    QAbstractItemView.EditTrigger.DoubleClicked
+    | QAbstractItemView.EditTrigger.SelectedClicked
+    | QAbstractItemView.EditTrigger.EditKeyPressed
+    | QAbstractItemView.EditTrigger.AnyKeyPressed
+)
+NO_EDITS = QAbstractItemView.EditTrigger.NoEditTriggers
 
 
 def format_default(option: OllamaOption) -> str:
@@ -47,7 +57,7 @@ def format_default(option: OllamaOption) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:g}"
+        return format_sampling_value(value)
     if isinstance(value, list | tuple):
         return ", ".join(str(v) for v in value)
     return str(value)
@@ -88,10 +98,9 @@ class _Delegate(QStyledItemDelegate):
             editor = QSpinBox(parent)
             editor.setRange(INT_MIN, INT_MAX)
         elif kind == "float" and _as_float(raw) is not None:
-            editor = QDoubleSpinBox(parent)
-            editor.setRange(-1e9, 1e9)
-            editor.setDecimals(4)
-            editor.setSingleStep(0.05)
+            editor = sampling_spin(-1e9, 1e9, 0.05)
+            editor.setParent(parent)
+            editor.setDecimals(FLOAT_DECIMALS)
         elif kind == "bool" and _as_bool(raw) is not None:
             editor = QCheckBox(parent)
             editor.setAutoFillBackground(True)
@@ -121,8 +130,8 @@ class _Delegate(QStyledItemDelegate):
         elif isinstance(editor, QSpinBox):
             text = old if _as_int(old) == editor.value() else str(editor.value())
         elif isinstance(editor, QDoubleSpinBox):
-            same = _as_float(old) is not None and round(_as_float(old) or 0.0, 4) == editor.value()
-            text = old if same else f"{editor.value():g}"
+            same = _as_float(old) is not None and round(_as_float(old) or 0.0, FLOAT_DECIMALS) == editor.value()
+            text = old if same else format_sampling_value(editor.value(), FLOAT_DECIMALS)
         elif isinstance(editor, QCheckBox):
             text = old if _as_bool(old) == editor.isChecked() else ("true" if editor.isChecked() else "false")
         else:
@@ -145,12 +154,7 @@ class ParameterTable(QWidget):
         self.table.verticalHeader().hide()
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(
-            QAbstractItemView.EditTrigger.DoubleClicked
-            | QAbstractItemView.EditTrigger.SelectedClicked
-            | QAbstractItemView.EditTrigger.EditKeyPressed
-            | QAbstractItemView.EditTrigger.AnyKeyPressed
-        )
+        self.table.setEditTriggers(EDIT_TRIGGERS)
         self.table.setItemDelegate(_Delegate(self.table))
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Interactive)
@@ -180,6 +184,12 @@ class ParameterTable(QWidget):
         self.table.itemChanged.connect(self._item_changed)
         self.table.currentCellChanged.connect(lambda *_: self._show_help())
         self._show_help()
+
+    def set_read_only(self, read_only: bool) -> None:
+        """Rows can be selected (their help shows) but not edited, added or removed."""
+        self.table.setEditTriggers(NO_EDITS if read_only else EDIT_TRIGGERS)
+        self.add_button.setEnabled(not read_only)
+        self.remove_button.setEnabled(not read_only)
 
     # --- data -------------------------------------------------------------------------------------
     def set_parameters(self, pairs: list[tuple[str, str]]) -> None:

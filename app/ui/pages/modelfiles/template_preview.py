@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSplitter, QVBoxLayout, QWidget
 
 from app.core.modelfile.go_template import TemplateError, render_ollama_prompt
-from app.ui.widgets.palette import error_color, muted_color, set_text_color
+from app.ui.style.theme import set_role
 
 SAMPLE_USER_MESSAGE = "Hello!"
 
@@ -63,6 +63,9 @@ class TemplatePreview(QWidget):
         self._loading = False
         self.refresh_preview()
 
+    def set_read_only(self, read_only: bool) -> None:
+        self.editor.setReadOnly(read_only)
+
     def template(self) -> str:
         return self.editor.toPlainText()
 
@@ -95,10 +98,5 @@ class TemplatePreview(QWidget):
         self.changed.emit()
 
     def _style(self) -> None:
-        set_text_color(self.error, error_color(self.palette()))
-        set_text_color(self.caption, muted_color(self.palette()))
-
-    def changeEvent(self, event: QEvent) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            self._style()
+        set_role(self.error, "error")
+        set_role(self.caption, "muted")

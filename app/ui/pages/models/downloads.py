@@ -1,6 +1,8 @@
 """Models → Downloads: the persistent download queue with progress, speed, ETA, state and the actions on a job.
 
-The queue (``DownloadManager``) runs its jobs on worker threads; this view polls its snapshot twice a second
+With no download yet the page says so and offers Discover. A job's actions appear when it is chosen, and only
+those that apply to its state (Pause while it runs, Resume when paused, Retry when it failed, Show in folder when
+done). The queue (``DownloadManager``) runs its jobs on worker threads; this view polls its snapshot twice a second
 and never blocks: loading the queue, adding a job (a file write) and shutting down run in the executor.
 """
 
@@ -8,16 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QProgressBar,
-    QPushButton,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -29,8 +32,10 @@ from app.services.downloads.jobs import DONE, DOWNLOADING, FAILED, PAUSED, QUEUE
 from app.services.downloads.manager import JobView
 from app.services.downloads.queue import DownloadManager
 from app.services.workstation import Workstation
+from app.ui.pages.models.widgets import EmptyState, icon_button, refresh_icons, shrinking_label
+from app.ui.style.theme import SPACE_M, SPACE_S
 from app.ui.tasks import loop_running, spawn
-from app.ui.widgets.factories import wrapped_label
+from app.ui.widgets.palette import error_color, set_text_color
 
 log = logging.getLogger("app.ui.downloads")
 POLL_MS = 500
@@ -49,6 +54,7 @@ STATE_TEXT = {
 
 class DownloadsPanel(QWidget):
     download_completed = Signal(str)  # the local path of a finished job
+    open_page_requested = Signal(str)  # a page path: "models/discover" from the empty state
 
     def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -70,40 +76,66 @@ class DownloadsPanel(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setShowGrid(False)
         self.table.verticalHeader().hide()
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
+        header.resizeSection(2, 150)  # the progress bar
         self.table.itemSelectionChanged.connect(self._selection_changed)
-        self.empty_label = QLabel("No downloads yet: find a model in Discover and press Download.")
-        self.detail = QLabel()
-        self.detail.setObjectName("downloads_detail")
-        self.detail.setWordWrap(True)
+        self.empty = EmptyState(
+            "downloads_empty",
+            "download",
+            "No downloads yet",
+            "Models you download from Discover appear here with their progress, and continue after a restart.",
+            [("Discover models", lambda: self.open_page_requested.emit("models/discover"))],
+        )
+        self.detail = shrinking_label("", "downloads_detail")
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.pause_button = QPushButton("Pause")
-        self.resume_button = QPushButton("Resume")
-        self.retry_button = QPushButton("Retry")
-        self.cancel_button = QPushButton("Cancel")
-        self.remove_button = QPushButton("Remove from list")
-        actions = QHBoxLayout()
-        for button, slot in (
-            (self.pause_button, self._pause),
-            (self.resume_button, self._resume),
-            (self.retry_button, self._resume),
-            (self.cancel_button, self._cancel),
-            (self.remove_button, self._remove),
-        ):
-            button.clicked.connect(slot)
+        self.pause_button = icon_button("Pause", "pause", self._pause)
+        self.resume_button = icon_button("Resume", "play", self._resume)
+        self.retry_button = icon_button("Retry", "refresh", self._resume)
+        self.cancel_button = icon_button("Cancel", "close", self._cancel)
+        self.remove_button = icon_button("Remove from list", "trash", self._remove)
+        self.show_button = icon_button("Show in folder", "folder", self._show_folder)
+        self.buttons = (
+            self.pause_button,
+            self.resume_button,
+            self.retry_button,
+            self.cancel_button,
+            self.remove_button,
+            self.show_button,
+        )
+        self.actions_bar = QWidget()
+        self.actions_bar.setObjectName("downloads_actions")
+        actions = QHBoxLayout(self.actions_bar)
+        actions.setContentsMargins(0, 0, 0, 0)
+        actions.addWidget(self.detail, 1)
+        for button in self.buttons:
             actions.addWidget(button)
-        actions.addStretch(1)
+        self.save_problem_label = shrinking_label("", "downloads_save_problem")
+        self.save_problem_label.hide()
+        content = QWidget()
+        column = QVBoxLayout(content)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.table, 1)
+        column.addWidget(self.actions_bar)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(content)
+        self.pages.addWidget(self.empty)
+        self.pages.setCurrentWidget(self.empty)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.empty_label)
-        self.save_problem_label = wrapped_label(name="downloads_save_problem", hidden=True)
+        layout.setContentsMargins(SPACE_M, SPACE_S, SPACE_M, SPACE_S)
         layout.addWidget(self.save_problem_label)
-        layout.addWidget(self.table, 1)
-        layout.addWidget(self.detail)
-        layout.addLayout(actions)
+        layout.addWidget(self.pages, 1)
         self._selection_changed()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            refresh_icons(self)
+            set_text_color(self.save_problem_label, error_color(self.palette()))
 
     # --- the queue ---------------------------------------------------------------------------------------------
     def _start_soon(self) -> None:
@@ -159,7 +191,7 @@ class DownloadsPanel(QWidget):
             if view.state == DONE and self._states.get(view.id) not in (None, DONE):
                 self.download_completed.emit(view.local_path)
             self._states[view.id] = view.state
-        self.empty_label.setVisible(not self.views)
+        self.pages.setCurrentIndex(0 if self.views else 1)  # the table, or the empty state
         problem = self.manager.save_problem
         self.save_problem_label.setText(problem or "")
         self.save_problem_label.setVisible(bool(problem))
@@ -203,13 +235,21 @@ class DownloadsPanel(QWidget):
         return next((v for v in self.views if v.id == job_id), None)
 
     def _selection_changed(self) -> None:
+        """Only the actions that apply to the chosen job show; none while no job is chosen."""
         view = self.selected_view()
         state = view.state if view else None
-        self.pause_button.setEnabled(state in (QUEUED, DOWNLOADING, STALLED))
-        self.resume_button.setEnabled(state == PAUSED)
-        self.retry_button.setEnabled(state == FAILED)
-        self.cancel_button.setEnabled(state not in (None, DONE))
-        self.remove_button.setEnabled(state in (DONE, FAILED, PAUSED))
+        applies = {
+            self.pause_button: state in (QUEUED, DOWNLOADING, STALLED),
+            self.resume_button: state == PAUSED,
+            self.retry_button: state == FAILED,
+            self.cancel_button: state not in (None, DONE),
+            self.remove_button: state in (DONE, FAILED, PAUSED),
+            self.show_button: state == DONE,
+        }
+        for button, shown in applies.items():
+            button.setEnabled(shown)
+            button.setVisible(shown)
+        self.actions_bar.setVisible(view is not None)
         if view is None:
             self.detail.setText("")
         elif view.error:
@@ -217,7 +257,13 @@ class DownloadsPanel(QWidget):
         elif view.note:
             self.detail.setText(view.note)
         else:
-            self.detail.setText(view.local_path if view.state == DONE else "")
+            self.detail.setText(f"Saved as {Path(view.local_path).name}" if view.state == DONE else "")
+        self.detail.setToolTip(view.local_path if view is not None else "")
+
+    def _show_folder(self) -> None:
+        view = self.selected_view()
+        if view is not None and view.local_path:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(view.local_path).parent)))
 
     def _act(self, action: str) -> asyncio.Task[Any] | None:
         job_id = self.selected_id()

@@ -10,12 +10,11 @@ import asyncio
 import html
 import logging
 
-from PySide6.QtCore import QSignalBlocker
+from PySide6.QtCore import QSignalBlocker, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
-    QGroupBox,
     QHBoxLayout,
     QLabel,
     QSpinBox,
@@ -30,15 +29,20 @@ from app.core.params import KV_CACHE_TYPES
 from app.core.units import format_bytes
 from app.services.monitor.machine_memory import read_machine_memory
 from app.ui.pages.models.memory_bars import BarRow, MemoryBars
+from app.ui.pages.models.widgets import shrinking_label
 from app.ui.widgets.palette import error_color, set_text_color
 
 log = logging.getLogger("app.ui.models")
 MAX_CONTEXT = 1 << 20
 
 
-class ModelEstimator(QGroupBox):
+class ModelEstimator(QWidget):
+    """``verdict_changed`` carries the new ``FitVerdict`` (or None) after every recompute."""
+
+    verdict_changed = Signal(object)
+
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__("Memory estimate", parent)
+        super().__init__(parent)
         self.setObjectName("model_estimator")
         self.header: GgufHeader | None = None
         self.machine: MachineMemory | None = None
@@ -65,20 +69,18 @@ class ModelEstimator(QGroupBox):
         kv.addWidget(self.type_k)
         kv.addWidget(QLabel("V"))
         kv.addWidget(self.type_v)
-        kv.addWidget(self.flash_attn)
         kv.addStretch(1)
         form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         form.addRow("Context", self.context_size)
         form.addRow("GPU layers", self.gpu_layers)
         form.addRow("KV cache", kv)
+        form.addRow("", self.flash_attn)
         self.bars = MemoryBars()
-        self.verdict_label = QLabel()
-        self.verdict_label.setObjectName("fit_verdict")
-        self.verdict_label.setWordWrap(True)
-        self.suggestions_label = QLabel()
-        self.suggestions_label.setObjectName("fit_suggestions")
-        self.suggestions_label.setWordWrap(True)
+        self.verdict_label = shrinking_label(name="fit_verdict")
+        self.suggestions_label = shrinking_label(name="fit_suggestions")
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(form)
         layout.addWidget(self.bars)
         layout.addWidget(self.verdict_label)
@@ -108,6 +110,7 @@ class ModelEstimator(QGroupBox):
             self.bars.set_rows([])
             self.verdict_label.setText("The estimate covers GGUF models (llama.cpp).")
             self.suggestions_label.setText("")
+            self.verdict_changed.emit(None)
             return
         with QSignalBlocker(self.gpu_layers), QSignalBlocker(self.context_size):
             self.gpu_layers.setRange(0, self._gpu_layer_max())
@@ -150,6 +153,7 @@ class ModelEstimator(QGroupBox):
             self.bars.set_rows([])
             self.verdict_label.setText(html.escape(str(exc)))
             self.suggestions_label.setText("")
+            self.verdict_changed.emit(None)
             return
         self.bars.set_rows(self._rows(self.estimate))
         if self.machine is None:
@@ -157,9 +161,11 @@ class ModelEstimator(QGroupBox):
             needed = format_bytes(self.estimate.total_bytes)
             self.verdict_label.setText(f"Needs about {needed}. Reading this machine's memory…")
             self.suggestions_label.setText("")
+            self.verdict_changed.emit(None)
             return
         self.verdict = fit_verdict(self.header, settings, self.machine)
         self._show_verdict(self.verdict)
+        self.verdict_changed.emit(self.verdict)
 
     def _rows(self, e: MemoryEstimate) -> list[BarRow]:
         rows = []

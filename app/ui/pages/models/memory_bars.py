@@ -1,7 +1,8 @@
 """Horizontal stacked bars: what a model needs (weights / KV cache / compute) against the memory a device has.
 
-Colours come from the palette (highlight, link, and a mix of them), so the bars read in dark and light
-themes; a bar that needs more than the device has shows the overflow in the palette's error red.
+Each segment has its own colour from the palette's tokens (weights: accent blue, KV cache: green, compute:
+amber), distinct in dark and light themes alike; a bar that needs more than the device has shows the overflow in
+the error red.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.core.units import format_bytes
-from app.ui.widgets.palette import error_color, mix
+from app.ui.style.theme import tokens
+from app.ui.widgets.palette import error_color
 
 SEGMENT_NAMES = ("Weights", "KV cache", "Compute")
 _ROW_HEIGHT = 22
@@ -35,10 +37,9 @@ class BarRow:
 
 
 def segment_colors(palette: QPalette) -> tuple[QColor, QColor, QColor]:
-    highlight = palette.color(QPalette.ColorRole.Highlight)
-    link = palette.color(QPalette.ColorRole.Link)
-    text = palette.color(QPalette.ColorRole.Text)
-    return highlight, link, mix(text, palette.color(QPalette.ColorRole.Base), 0.55)
+    """Weights, KV cache, compute: three hues, not three shades of one."""
+    t = tokens(palette)
+    return t.accent, t.success, t.warning
 
 
 class MemoryBars(QWidget):

@@ -1,21 +1,26 @@
 """The Ollama part of the Models page: is Ollama running, its installed models (chat, delete), the models it
-holds in memory (refreshed while the panel is visible), and pulling a model with progress and Cancel."""
+holds in memory (refreshed while the panel is visible), and pulling a model with progress and Cancel.
+
+When Ollama is not running the page is a calm card: what Ollama is, how to start it, where to install it, and
+Check again. When it runs with no model yet, the pull box comes first, with a few suggestions."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QHideEvent, QPalette, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -26,12 +31,17 @@ from app.core.units import format_bytes, relative_time
 from app.services.engines.entries import OLLAMA_PREFIX
 from app.services.ollama.client import LocalModel, OllamaError, OllamaService, OllamaStatus, PullProgress, RunningModel
 from app.services.workstation import Workstation
+from app.ui.pages.models.widgets import EmptyState, icon_button, refresh_icons, shrinking_label
+from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S, set_role
 from app.ui.tasks import loop_running, spawn
-from app.ui.widgets.factories import read_only_table, widget_row, wrapped_label
-from app.ui.widgets.palette import error_color, muted_color, set_text_color
+from app.ui.widgets.factories import read_only_table, widget_row
+from app.ui.widgets.notices import NoticeArea
+from app.ui.widgets.palette import error_color, set_text_color
 
 log = logging.getLogger("app.ui.ollama_models")
 REFRESH_MS = 3000
+INSTALL_URL = "https://ollama.com/download"
+SUGGESTIONS = ("llama3.2", "qwen3:4b", "gemma3:1b")
 INSTALLED_COLUMNS = ("Name", "Size", "Family", "Parameters", "Quantization", "Modified")
 RUNNING_COLUMNS = ("Name", "Size", "In VRAM", "VRAM %", "Context", "Expires")
 _NAME = Qt.ItemDataRole.UserRole
@@ -72,75 +82,123 @@ class OllamaModelsPanel(QWidget):
 
     # --- layout ----------------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.status_label = wrapped_label("Checking for Ollama…", "ollama_models_status")
-        self.recheck_button = QPushButton("Check again")
-        self.refresh_button = QPushButton("Refresh")
+        self.status_label = shrinking_label("Checking for Ollama…", "ollama_models_status", "muted")
+        self.recheck_button = icon_button("Check again", "refresh", self.recheck)
+        self.install_button = icon_button("Install Ollama", "external", self.open_install_page)
+        self.refresh_button = icon_button("Refresh", "refresh", self.recheck)
         self.installed_table = read_only_table(INSTALLED_COLUMNS, "ollama_installed")
-        self.empty_label = wrapped_label("Ollama has no models yet: pull one below, for example llama3.2.")
-        self.chat_button = QPushButton("Chat with it")
-        self.delete_button = QPushButton("Delete…")
-        self.notice = wrapped_label()
-        self.confirm_text = wrapped_label()
+        self.installed_table.setShowGrid(False)
+        self.empty = EmptyState(
+            "ollama_empty",
+            "download",
+            "Ollama has no models yet",
+            "Pull one below, or choose a suggestion.",
+            [(name, functools.partial(self.suggest, name)) for name in SUGGESTIONS],
+        )
+        self.chat_button = icon_button("Chat with it", "chat", self.chat_with_selected, accent=True)
+        self.delete_button = icon_button("Delete…", "trash", self.ask_delete)
+        self.notice = NoticeArea()
+        self.confirm_text = shrinking_label()
         self.confirm_delete_button = QPushButton("Delete")
         self.confirm_cancel_button = QPushButton("Cancel")
         self.confirm_bar = QFrame()  # an inline question, never a modal dialog
-        self.confirm_bar.setFrameShape(QFrame.Shape.StyledPanel)
+        set_role(self.confirm_bar, "card")
         self.confirm_bar.setLayout(
             widget_row(self.confirm_text, self.confirm_delete_button, self.confirm_cancel_button, stretch_at=0)
         )
         self.running_table = read_only_table(RUNNING_COLUMNS, "ollama_running")
+        self.running_table.setShowGrid(False)
+        self.running_empty = shrinking_label(
+            "No model is in memory now: Ollama loads one when it is asked.", "", "muted"
+        )
         self.pull_name = QLineEdit()
-        self.pull_name.setPlaceholderText("Model to pull, for example llama3.2 or qwen3:4b")
-        self.pull_button = QPushButton("Pull")
-        self.pull_cancel = QPushButton("Cancel")
+        self.pull_name.setObjectName("ollama_pull_name")
+        self.pull_name.setPlaceholderText("Model to pull, e.g. llama3.2 or qwen3:4b")
+        self.pull_button = icon_button("Pull", "download", self.pull, accent=True)
+        self.pull_cancel = icon_button("Cancel", "close", self.cancel_pull)
         self.pull_progress = QProgressBar()
-        self.pull_progress.setFixedWidth(200)
-        self.pull_status = wrapped_label(name="pull_status")
+        self.pull_progress.setFixedWidth(160)
+        self.pull_status = shrinking_label(name="pull_status")
+        self.card = self._not_running_card()
         self.body = QWidget()
         self._lay_out()
         self._connect()
 
+    def _not_running_card(self) -> QFrame:
+        card = QFrame()
+        card.setObjectName("ollama_not_running")
+        set_role(card, "card")
+        title = shrinking_label("Ollama is not running", "ollama_card_title", "empty-title")
+        what = shrinking_label(
+            "Ollama is a separate app that downloads and runs models in its own service. When it runs, its models "
+            "show here: chat with them, pull new ones, see what it holds in memory.",
+            "ollama_card_text",
+        )
+        how = shrinking_label(
+            "Start it with `ollama serve` in a terminal (or open the Ollama app), then check again.", "", "muted"
+        )
+        column = QVBoxLayout(card)
+        column.setContentsMargins(SPACE_L, SPACE_L, SPACE_L, SPACE_L)
+        column.setSpacing(SPACE_S)
+        column.addWidget(title)
+        column.addWidget(what)
+        column.addWidget(how)
+        column.addWidget(self.status_label)
+        column.addLayout(widget_row(self.recheck_button, self.install_button, QWidget(), stretch_at=2))
+        return card
+
     def _lay_out(self) -> None:
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(widget_row(self.status_label, self.recheck_button, self.refresh_button, stretch_at=0))
+        layout.setContentsMargins(SPACE_M, SPACE_S, SPACE_M, SPACE_S)
+        self.running_label = shrinking_label("", "ollama_running_status")
+        layout.addLayout(widget_row(self.running_label, self.refresh_button, stretch_at=0))
+        layout.addWidget(self.card)
         body = QVBoxLayout(self.body)
         body.setContentsMargins(0, 0, 0, 0)
-        body.addWidget(_heading("Installed models"))
-        body.addWidget(self.installed_table, 3)
-        body.addWidget(self.empty_label)
-        body.addLayout(widget_row(self.chat_button, self.delete_button, self.notice, stretch_at=2))
+        body.addWidget(self.notice)
+        self.installed_heading = _heading("Installed models")
+        body.addWidget(self.installed_heading)
+        self.installed_stack = QStackedWidget()
+        self.installed_stack.addWidget(self.installed_table)
+        self.installed_stack.addWidget(self.empty)
+        body.addWidget(self.installed_stack, 3)
+        self.row_actions = QWidget()
+        row = widget_row(self.chat_button, self.delete_button, QWidget(), stretch_at=2)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.row_actions.setLayout(row)
+        body.addWidget(self.row_actions)
         body.addWidget(self.confirm_bar)
         body.addWidget(_heading("Loaded in memory"))
         body.addWidget(self.running_table, 1)
+        body.addWidget(self.running_empty)
         body.addWidget(_heading("Pull a model from the Ollama library"))
         body.addLayout(widget_row(self.pull_name, self.pull_button, self.pull_progress, self.pull_cancel, stretch_at=0))
         body.addWidget(self.pull_status)
         layout.addWidget(self.body, 1)
         layout.addStretch(0)  # takes the room only while the body is hidden (Ollama not running)
-        policy = self.notice.sizePolicy()
-        policy.setRetainSizeWhenHidden(True)  # the buttons keep their size whether a notice shows or not
-        self.notice.setSizePolicy(policy)
-        for widget in (self.empty_label, self.confirm_bar, self.notice, self.pull_cancel, self.pull_progress):
+        for widget in (self.confirm_bar, self.pull_cancel, self.pull_progress, self.card, self.refresh_button):
             widget.hide()
+        self.row_actions.hide()
 
     def _connect(self) -> None:
-        self.recheck_button.clicked.connect(self.recheck)
-        self.refresh_button.clicked.connect(self.recheck)
         self.installed_table.itemSelectionChanged.connect(self._selection_changed)
         self.installed_table.itemDoubleClicked.connect(self.chat_with_selected)
-        self.chat_button.clicked.connect(self.chat_with_selected)
-        self.delete_button.clicked.connect(self.ask_delete)
         self.confirm_delete_button.clicked.connect(self.confirm_delete)
         self.confirm_cancel_button.clicked.connect(self.confirm_bar.hide)
-        self.pull_button.clicked.connect(self.pull)
         self.pull_name.returnPressed.connect(self.pull)
-        self.pull_cancel.clicked.connect(self.cancel_pull)
         self._selection_changed()
 
     def _style(self) -> None:
-        set_text_color(self.empty_label, muted_color(self.palette()))
+        refresh_icons(self)
         self._show_status(self.status)
+
+    def open_install_page(self) -> None:
+        QDesktopServices.openUrl(QUrl(INSTALL_URL))
+
+    def suggest(self, name: str) -> None:
+        """A suggestion from the empty state: into the pull box, ready to pull."""
+        self.pull_name.setText(name)
+        self.pull_name.setFocus()
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -231,16 +289,16 @@ class OllamaModelsPanel(QWidget):
         else:
             text = status.reason
         self.status_label.setText(text)
-        color = self.palette().color(QPalette.ColorRole.WindowText)
-        set_text_color(self.status_label, color if self.ollama_running else muted_color(self.palette()))
-        self.recheck_button.setVisible(status is not None and not status.running)
+        self.running_label.setText(text if self.ollama_running or status is None else "")
+        self.running_label.setVisible(self.ollama_running or status is None)
+        set_role(self.running_label, "fits" if self.ollama_running else "muted")
+        self.card.setVisible(status is not None and not status.running)
         self.refresh_button.setVisible(self.ollama_running)
         self.body.setVisible(self.ollama_running)
         if not self.ollama_running:
             self._fill_installed([])
             self._fill_running([])
             self.confirm_bar.hide()
-            self.empty_label.hide()
 
     # --- tables -----------------------------------------------------------------------------------------------
     def _fill_installed(self, models: list[LocalModel]) -> None:
@@ -259,7 +317,7 @@ class OllamaModelsPanel(QWidget):
         _fill(self.installed_table, [m.name for m in models], rows)
         if selected in (names := [m.name for m in models]):
             self.installed_table.selectRow(names.index(selected))
-        self.empty_label.setVisible(self.ollama_running and not models)
+        self.installed_stack.setCurrentIndex(1 if self.ollama_running and not models else 0)
         self._selection_changed()
 
     def _fill_running(self, models: list[RunningModel]) -> None:
@@ -278,15 +336,19 @@ class OllamaModelsPanel(QWidget):
                 ]
             )
         _fill(self.running_table, [m.name for m in models], rows)
+        self.running_table.setVisible(bool(models))
+        self.running_empty.setVisible(not models)
 
     def selected_model(self) -> str:
         items = self.installed_table.selectedItems()
         return str(items[0].data(_NAME)) if items else ""
 
     def _selection_changed(self) -> None:
+        """The row's actions show once a model is chosen."""
         chosen = bool(self.selected_model())
         self.chat_button.setEnabled(chosen)
         self.delete_button.setEnabled(chosen)
+        self.row_actions.setVisible(chosen)
 
     # --- chat and delete --------------------------------------------------------------------------------------
     def chat_with_selected(self) -> None:
@@ -299,7 +361,7 @@ class OllamaModelsPanel(QWidget):
         if not name:
             return
         self._delete_name = name
-        self.notice.hide()
+        self.notice.dismiss("delete")
         size = next((format_bytes(m.size) for m in self.installed if m.name == name), "")
         self.confirm_text.setText(f"Delete {name} from Ollama ({size})? Pulling it again downloads it again.")
         self.confirm_bar.show()
@@ -315,9 +377,9 @@ class OllamaModelsPanel(QWidget):
                 await service.delete(name)
         except OllamaError as exc:
             log.warning("delete %s failed: %s", name, exc)
-            self._say(self.notice, f"{name} was not deleted: {exc}", error=True)
+            self.notice.show_notice(f"{name} was not deleted: {exc}", level="error", key="delete")
         else:
-            self._say(self.notice, f"Deleted {name}.")
+            self.notice.show_notice(f"Deleted {name}.", level="success", key="delete")
         await self.refresh()
 
     # --- pull -------------------------------------------------------------------------------------------------
@@ -377,6 +439,4 @@ class OllamaModelsPanel(QWidget):
 
 
 def _heading(text: str) -> QLabel:
-    label = QLabel(f"<b>{text}</b>")
-    label.setTextFormat(Qt.TextFormat.RichText)
-    return label
+    return shrinking_label(text, "", "section")

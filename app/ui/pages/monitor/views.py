@@ -147,6 +147,7 @@ class SystemView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.no_gpu_icon = QLabel()
+        self.no_gpu_icon.setPixmap(icon("info").pixmap(icon_size(18)))
         self.no_gpu_label = shrinkable(QLabel())
         self.no_gpu_label.setObjectName("monitor_no_gpu")
         self.no_gpu_row = QWidget()
@@ -186,11 +187,10 @@ class SystemView(QWidget):
         if reason:
             self.no_gpu_label.setText(no_gpu_line(reason))
             self.no_gpu_label.setToolTip(reason)
-            self.no_gpu_icon.setPixmap(icon("info").pixmap(icon_size(18)))
         self._show_gpus(snapshot.gpus)
         ram = snapshot.ram
         self.ram_bar.setValue(_percent(ram.used_bytes, ram.total_bytes))
-        self.ram_bar.setFormat(f"RAM {format_bytes(ram.used_bytes)} of {format_bytes(ram.total_bytes)} (%p%)")
+        self.ram_bar.setFormat(f"RAM {format_bytes(ram.used_bytes)} / {format_bytes(ram.total_bytes)} (%p%)")
         cpu = snapshot.cpu_percent
         self.cpu_bar.setValue(0 if cpu is None else round(cpu))
         self.cpu_bar.setFormat(self._cpu_format if cpu is not None else f"CPU {MISSING}")
@@ -214,15 +214,15 @@ class EmptyEngines(QFrame):
         super().__init__(parent)
         set_role(self, "card")
         self.setObjectName("monitor_no_engine")
-        title = QLabel(NO_ENGINE_TITLE)
-        set_role(title, "empty-title")
-        text = shrinkable(caption(NO_ENGINE_TEXT))
+        self.title_label = QLabel(NO_ENGINE_TITLE)
+        set_role(self.title_label, "empty-title")
+        self.text_label = shrinkable(caption(NO_ENGINE_TEXT))
         self.open_chat_button = QPushButton(icon("chat"), "Open Chat")
         self.open_chat_button.clicked.connect(lambda _checked=False: open_chat())
         box = QVBoxLayout(self)
         box.setContentsMargins(SPACE_M, SPACE_M, SPACE_M, SPACE_M)
-        box.addWidget(title)
-        box.addWidget(text)
+        box.addWidget(self.title_label)
+        box.addWidget(self.text_label)
         box.addWidget(self.open_chat_button, 0, Qt.AlignmentFlag.AlignLeft)
 
 
@@ -237,6 +237,7 @@ class EnginesView(QWidget):
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.llama_bar = bar()
         self.kv_grid = KvGridWidget()
+        self.kv_grid.setMaximumHeight(110)
         self.kv_caption = shrinkable(caption())
         self.running = card(self.summary, self.llama_bar, self.kv_grid, self.kv_caption, name="monitor_engines_card")
         layout = QVBoxLayout(self)
@@ -245,7 +246,6 @@ class EnginesView(QWidget):
         layout.addWidget(self.running)
         for widget in (self.running, self.llama_bar, self.kv_grid, self.kv_caption):
             widget.hide()
-        self.has_gpu = False
 
     def display(self, snapshot: MonitorSnapshot) -> None:
         engines = snapshot.engines

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QWidget
 from app.core.params import KV_CACHE_TYPES, LoadParams, SamplingParams
 from app.core.settings import Settings
 from app.ui.pages.settings.fields import (
+    FIELD_WIDTH,
     INT_MAX,
     ExactFloat,
     SectionBody,
@@ -22,7 +23,8 @@ from app.ui.pages.settings.fields import (
     spin,
 )
 from app.ui.pages.settings.section import Section
-from app.ui.widgets.sampling_spin import sampling_spin
+from app.ui.widgets.sampling_spin import SamplingSpinBox
+from app.ui.widgets.sampling_spin import sampling_spin as _sampling_spin
 
 FROM_MODEL = "(from the model)"
 # llama-cpp-python chat_format names offered in the override combo (free text is accepted too).
@@ -48,6 +50,12 @@ MLOCK_TIP = (
     "Lock the model weights and KV cache in RAM so the system never moves them out to swap. "
     "Needs enough free memory, and on Linux possibly a higher memlock limit (ulimit -l)."
 )
+
+
+def sampling_spin(minimum: float, maximum: float, step: float, tip: str) -> SamplingSpinBox:
+    box = _sampling_spin(minimum, maximum, step, tip)
+    box.setMinimumWidth(FIELD_WIDTH)
+    return box
 
 
 class LoadingSection(Section):

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S, SPACE_XL, set_role
 
 INT_MAX = 2**31 - 1
-FIELD_WIDTH = 220  # spin boxes and combos: wide enough for "until context is full", not the whole row
+FIELD_WIDTH = 170  # spin boxes and combos line up at this width (wider when their text needs it)
 
 
 def spin(minimum: int, maximum: int, special: str = "", tip: str = "") -> QSpinBox:
@@ -34,7 +34,7 @@ def spin(minimum: int, maximum: int, special: str = "", tip: str = "") -> QSpinB
     box.setRange(minimum, maximum)
     box.setSpecialValueText(special)
     box.setToolTip(tip)
-    box.setMinimumWidth(FIELD_WIDTH // 2)
+    box.setMinimumWidth(FIELD_WIDTH)
     return box
 
 
@@ -47,7 +47,7 @@ def combo(items: tuple[str, ...], editable: bool = False, tip: str = "") -> QCom
     box = QComboBox(editable=editable)
     box.addItems(list(items))
     box.setToolTip(tip)
-    box.setMinimumWidth(FIELD_WIDTH // 2)
+    box.setMinimumWidth(FIELD_WIDTH)
     return box
 
 

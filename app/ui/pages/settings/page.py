@@ -11,7 +11,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QShowEvent
+from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QFrame,
@@ -44,7 +44,6 @@ from app.ui.style.icons import icon, icon_size
 from app.ui.style.theme import SPACE_M, SPACE_S, apply_theme, set_role, tokens
 from app.ui.tasks import spawn
 from app.ui.widgets.notices import NoticeArea
-from app.ui.widgets.palette import set_text_color
 
 log = logging.getLogger("app.ui.settings")
 SECTION_LIST_WIDTH = 176
@@ -119,6 +118,8 @@ class SettingsPage(QWidget):
         layout.addLayout(notices)
         layout.addLayout(body, 1)
         layout.addWidget(self._footer())
+        shortcut = QShortcut(QKeySequence(QKeySequence.StandardKey.Save), self, lambda: self.save())
+        shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
 
     def _footer(self) -> QWidget:
         footer = QFrame()
@@ -130,6 +131,7 @@ class SettingsPage(QWidget):
         self.problems_label.setWordWrap(True)
         self.problems_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.problems_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        set_role(self.problems_label, "error")
         self.unsaved_label = QLabel("Unsaved changes")
         set_role(self.unsaved_label, "muted")
         self.revert_button = QPushButton("Revert")
@@ -153,7 +155,6 @@ class SettingsPage(QWidget):
     def _style(self) -> None:
         colours = tokens(self.palette())
         self.problems_icon.setPixmap(icon("warning", colours.error).pixmap(icon_size(16)))
-        set_text_color(self.problems_label, colours.error)
         for row, section in enumerate(self.sections):
             item = self.section_list.item(row)
             if item is not None:
@@ -161,9 +162,9 @@ class SettingsPage(QWidget):
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            if hasattr(self, "problems_label"):
-                self._style()
+        palette_events = (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange)
+        if event.type() in palette_events and hasattr(self, "problems_label"):  # not while being built
+            self._style()
 
     def show_section(self, name: str) -> None:
         """Show the section called ``name`` (as listed)."""

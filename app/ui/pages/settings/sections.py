@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from app.core.settings import Settings
 from app.ui.pages.settings.fields import (
+    FIELD_WIDTH,
     ExactFloat,
     PathField,
     SectionBody,
@@ -257,6 +258,7 @@ class MonitorSection(Section):
         interval.setSingleStep(0.1)
         interval.setDecimals(1)
         interval.setSuffix(" s")
+        interval.setMinimumWidth(FIELD_WIDTH)
         self.monitor_interval = ExactFloat(interval)
         form.addRow("Sampling interval", interval)
         form.addRow("", hint("Shorter shows quick changes; longer costs less. 0.5 s is twice a second."))

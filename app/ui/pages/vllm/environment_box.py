@@ -105,6 +105,7 @@ class VllmEnvironmentBox(QFrame):
         grid.setVerticalSpacing(SPACE_S)
         grid.setColumnStretch(1, 1)
         machine = QHBoxLayout()
+        machine.setSpacing(SPACE_S)
         machine.addWidget(self.machine_icon, 0, Qt.AlignmentFlag.AlignTop)
         machine.addWidget(self.machine_label, 1)
         grid.addLayout(machine, 0, 0, 1, 3)

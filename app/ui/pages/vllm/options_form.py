@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import Any
 
-from PySide6.QtCore import QEvent, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -22,11 +22,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.core.vllm.options import VllmServerOptions, unsupported_flags, validate
+from app.ui.style.icons import icon
 from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 KV_CACHE_CHOICES = ("", "auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
@@ -42,6 +44,26 @@ NUMBERS: tuple[tuple[str, str, str, type], ...] = (
     ("tensor_parallel_size", "Tensor-parallel size", "1 (GPUs to split over)", int),
     ("kv_offloading_size", "KV offloading (GiB)", "off (CPU memory for KV blocks)", float),
     ("port", "Port", "any free port", int),
+)
+
+
+# The fields always shown, and those under "More options" (field name, label), two per row.
+ESSENTIAL = (
+    ("served_model_name", "Served name"),
+    ("api_key", "API key"),
+    ("max_model_len", "Max context length"),
+    ("gpu_memory_utilization", "GPU memory use"),
+)
+ADVANCED = (
+    ("max_num_seqs", "Max sequences at once"),
+    ("max_num_batched_tokens", "Max batched tokens"),
+    ("tensor_parallel_size", "Tensor-parallel size"),
+    ("kv_offloading_size", "KV offloading (GiB)"),
+    ("port", "Port"),
+    ("kv_cache_dtype", "KV-cache dtype"),
+    ("quantization", "Quantization"),
+    ("dtype", "Weights dtype"),
+    ("enable_prefix_caching", "Prefix caching"),
 )
 
 
@@ -84,31 +106,60 @@ class VllmOptionsForm(QWidget):
         self.check()
 
     def _lay_out(self) -> None:
-        grid = QGridLayout()
-        grid.setColumnStretch(1, 1)
-        grid.setColumnStretch(3, 1)
+        essential = _grid()
         model_row = QHBoxLayout()
         model_row.addWidget(self.model, 1)
         model_row.addWidget(self.browse_button)
-        grid.addWidget(QLabel("Model"), 0, 0)
-        grid.addLayout(model_row, 0, 1, 1, 3)
-        pairs: list[tuple[str, QWidget]] = [("Served name", self.served_name), ("API key", self.api_key)]
-        pairs += [(label, self.numbers[name]) for name, label, _hint, _kind in NUMBERS]
-        pairs += [("KV-cache dtype", self.kv_cache_dtype), ("Quantization", self.quantization)]
-        pairs += [("Weights dtype", self.dtype), ("Prefix caching", self.prefix_caching)]
-        for index, (label, widget) in enumerate(pairs):
-            row, column = 1 + index // 2, 2 * (index % 2)
-            grid.addWidget(QLabel(label), row, column)
-            grid.addWidget(widget, row, column + 1)
-        last = 2 + len(pairs) // 2
-        grid.addWidget(self.enforce_eager, last, 0, 1, 4)
-        grid.addWidget(QLabel("Extra arguments"), last + 1, 0)
-        grid.addWidget(self.extra_args, last + 1, 1, 1, 3)
+        essential.addWidget(QLabel("Model"), 0, 0)
+        essential.addLayout(model_row, 0, 1, 1, 3)
+        _pairs(essential, 1, [(label, self._field(name)) for name, label in ESSENTIAL])
+        self.advanced = QWidget()
+        self.advanced.setObjectName("vllm_more_options")
+        advanced = _grid(self.advanced)
+        last = _pairs(advanced, 0, [(label, self._field(name)) for name, label in ADVANCED])
+        advanced.addWidget(self.enforce_eager, last, 0, 1, 4)
+        advanced.addWidget(QLabel("Extra arguments"), last + 1, 0)
+        advanced.addWidget(self.extra_args, last + 1, 1, 1, 3)
+        self.more_button = QToolButton()
+        self.more_button.setObjectName("vllm_more_button")
+        self.more_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.more_button.setCheckable(True)
+        self.more_button.toggled.connect(self._show_advanced)
+        self._show_advanced(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addLayout(grid)
+        layout.addLayout(essential)
+        layout.addWidget(self.more_button, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.advanced)
         layout.addWidget(self.problems)
         layout.addWidget(self.warnings)
+
+    def _field(self, name: str) -> QWidget:
+        named: dict[str, QWidget] = {
+            "served_model_name": self.served_name,
+            "api_key": self.api_key,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "quantization": self.quantization,
+            "dtype": self.dtype,
+            "enable_prefix_caching": self.prefix_caching,
+        }
+        return named.get(name) or self.numbers[name]
+
+    def _show_advanced(self, shown: bool) -> None:
+        self.advanced.setVisible(shown)
+        self.more_button.setIcon(icon("chevron-down" if shown else "chevron-right"))
+        self._name_more_button()
+
+    def _name_more_button(self) -> None:
+        count = self.advanced_set()
+        self.more_button.setText("More options" + (f" ({count} set)" if count else ""))
+
+    def advanced_set(self) -> int:
+        """How many of the options under "More options" differ from vLLM's defaults."""
+        values = self.settings()
+        return sum(1 for name, _label in ADVANCED if name in values) + sum(
+            1 for name in ("enforce_eager", "extra_args") if name in values
+        )
 
     def _connect(self) -> None:
         for edit in (self.model, self.served_name, self.api_key, self.extra_args, *self.numbers.values()):
@@ -198,6 +249,7 @@ class VllmOptionsForm(QWidget):
         self.warnings.setVisible(bool(warnings))
         set_text_color(self.problems, error_color(self.palette()))
         set_text_color(self.warnings, error_color(self.palette()) if warnings else muted_color(self.palette()))
+        self._name_more_button()
         self.edited.emit()
         return problems
 
@@ -212,6 +264,23 @@ class VllmOptionsForm(QWidget):
     def _folder_chosen(self, path: str) -> None:
         if path:
             self.model.setText(path)
+
+
+def _grid(parent: QWidget | None = None) -> QGridLayout:
+    grid = QGridLayout(parent) if parent is not None else QGridLayout()
+    grid.setContentsMargins(0, 0, 0, 0)
+    grid.setColumnStretch(1, 1)
+    grid.setColumnStretch(3, 1)
+    return grid
+
+
+def _pairs(grid: QGridLayout, first_row: int, pairs: list[tuple[str, QWidget]]) -> int:
+    """Label and field, two pairs per row from ``first_row``; returns the next free row."""
+    for index, (label, widget) in enumerate(pairs):
+        row, column = first_row + index // 2, 2 * (index % 2)
+        grid.addWidget(QLabel(label), row, column)
+        grid.addWidget(widget, row, column + 1)
+    return first_row + (len(pairs) + 1) // 2
 
 
 def _parse_number(text: str, label: str, kind: Callable[[str], Any], problems: list[str]) -> Any:
@@ -234,6 +303,8 @@ def _line(placeholder: str) -> QLineEdit:
 
 def _combo(choices: tuple[str, ...], editable: bool) -> QComboBox:
     combo = QComboBox()
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(8)
     combo.setEditable(editable)
     for choice in choices:
         combo.addItem(choice or "vLLM default", choice)

@@ -13,19 +13,21 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QEvent, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QHideEvent, QPalette, QShowEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
-    QGroupBox,
+    QFrame,
     QLabel,
     QRadioButton,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from app.core.monitor.snapshot import GpuReadout
 from app.core.vllm.log import PhaseEvent
 from app.core.vllm.options import VllmServerOptions
 from app.services.engines.events import EngineEvent, VllmEndpoint, VllmEndpointChanged
@@ -33,16 +35,22 @@ from app.services.engines.vllm_server import ManagedServer
 from app.services.vllm.environment import VllmInstall
 from app.services.vllm.server import VllmServer, VllmServerError
 from app.services.workstation import Workstation
-from app.ui.pages.vllm.environment_box import Detector, Installer, VllmEnvironmentBox
+from app.ui.pages.vllm.environment_box import Detector, Installer, VllmEnvironmentBox, shrinkable
+from app.ui.pages.vllm.hardware import GpuProbe, machine_fit, read_gpus
 from app.ui.pages.vllm.log_tail import LogTail, PhaseList
 from app.ui.pages.vllm.options_form import VllmOptionsForm
 from app.ui.pages.vllm.remote_box import RemoteError, VllmRemoteBox, metrics_summary, read_metrics
+from app.ui.style.icons import icon
+from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S, set_role, tokens
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.factories import slot_button, widget_row, wrapped_label
+from app.ui.widgets.notices import NoticeArea
 from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
 METRICS_MS = 2000
 TICK_MS = 250
+CRASH_KEY = "vllm-crash"
+LOG_HINT = "The start-up phases and vLLM's log show here once the server starts."
 
 
 ServerFactory = Callable[[str, VllmServerOptions, VllmInstall | None], ManagedServer]
@@ -68,16 +76,18 @@ class VllmPanel(QWidget):
         server_factory: ServerFactory | None = None,
         detector: Detector | None = None,
         installer: Installer | None = None,
+        gpu_probe: GpuProbe | None = None,
     ) -> None:
         super().__init__(parent)
         self.context = context
+        self._gpu_probe: GpuProbe = gpu_probe or read_gpus
         self._factory: ServerFactory = server_factory or default_server_factory
         self.host = context.host
         self.endpoint: tuple[str, str, str] | None = None  # (base URL, model, key) of the announced server
         self._unsubscribe = self.host.subscribe(self._engine_event)
         self._started: asyncio.Task[Any] | None = None
         self._start_task: asyncio.Task[Any] | None = None
-        self._polling = False
+        self._polling: asyncio.Task[Any] | None = None  # the /metrics read in flight
         self.metrics_timer = _timer(self, METRICS_MS, self._poll_metrics)
         self.tick_timer = _timer(self, TICK_MS, self._tick)
         settings = context.settings
@@ -93,25 +103,47 @@ class VllmPanel(QWidget):
     def _build(self) -> None:
         self.managed_radio = QRadioButton("Managed: the app starts vLLM")
         self.managed_radio.setChecked(True)
-        self.remote_radio = QRadioButton("Remote: a vLLM server that is already running")
+        self.remote_radio = QRadioButton("Remote: a server already running")
         self._modes = QButtonGroup(self)
         self.stack = QStackedWidget()
         for index, radio in enumerate((self.managed_radio, self.remote_radio)):
             self._modes.addButton(radio, index)
-        self.stack.addWidget(self._managed_page())
-        self.stack.addWidget(self.remote)
-        self.remote_radio.toggled.connect(lambda on: self.stack.setCurrentIndex(1 if on else 0))
-        self.metrics_label = wrapped_label(name="vllm_metrics")
+        self.form = VllmOptionsForm()
+        self.stack.addWidget(_card(self.form))
+        self.stack.addWidget(_card(self.remote))
+        self.remote_radio.toggled.connect(self._mode_changed)
+        self.metrics_label = shrinkable(wrapped_label(name="vllm_metrics"))
         self.metrics_label.hide()
-        server = QGroupBox("Server")
-        box = QVBoxLayout(server)
-        box.addLayout(widget_row(self.managed_radio, self.remote_radio, QWidget(), stretch_at=2))
-        box.addWidget(self.metrics_label)
-        box.addWidget(self.stack, 1)
+        setup = QWidget()
+        box = QVBoxLayout(setup)
+        box.setContentsMargins(SPACE_L, SPACE_M, SPACE_L, SPACE_S)
+        box.setSpacing(SPACE_S)
+        box.addWidget(_section("Environment"))
+        box.addWidget(self.environment)
+        modes = widget_row(_section("Server"), self.managed_radio, self.remote_radio, QWidget(), stretch_at=3)
+        modes.setSpacing(SPACE_L)
+        box.addLayout(modes)
+        box.addWidget(self.stack)
+        box.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setObjectName("vllm_setup")
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(setup)
+        self.run_area = self._run_area()
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.setObjectName("vllm_split")
+        self.split.addWidget(scroll)
+        self.split.addWidget(self.run_area)
+        self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(1, 1)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(self.environment)
-        layout.addWidget(server, 1)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.split, 1)
+        strip = QVBoxLayout()  # the announced server's live figures, for a managed and a remote server alike
+        strip.setContentsMargins(SPACE_L, 0, SPACE_L, SPACE_S)
+        strip.addWidget(self.metrics_label)
+        layout.addLayout(strip)
         self.environment.python_chosen.connect(
             lambda python: self.settings_changed_requested.emit({"vllm_python": python})
         )
@@ -120,30 +152,61 @@ class VllmPanel(QWidget):
         self.remote.disconnected.connect(lambda: self.host.withdraw_vllm("remote"))
         self._update_buttons()
 
-    def _managed_page(self) -> QWidget:
-        self.form = VllmOptionsForm()
+    def _run_area(self) -> QWidget:
+        """Start/Stop and the copy buttons, the status, the crash notice, then the phases beside the log."""
         self.start_button = slot_button("Start", self.start_server)
+        set_role(self.start_button, "accent")
         self.stop_button = slot_button("Stop", self.stop_server)
         self.copy_button = slot_button("Copy command", self.copy_command)
         self.docker_button = slot_button("Copy docker run", self.copy_docker)
-        self.server_status = wrapped_label("Not running.", "vllm_server_status")
-        self.crash_label = wrapped_label(name="vllm_crash")
-        self.crash_label.hide()
+        for button, name in ((self.start_button, "play"), (self.stop_button, "stop"), (self.copy_button, "copy"),
+                             (self.docker_button, "copy")):  # fmt: skip
+            button.setIcon(icon(name))
+        self.start_button.setIcon(icon("play", tokens(self.palette()).on_accent))
+        self.copy_button.setToolTip("The shell line that starts this server by hand (the API key masked).")
+        self.docker_button.setToolTip("The same server as a docker run line, for an NVIDIA machine.")
+        self.server_status = shrinkable(wrapped_label("Not running.", "vllm_server_status"))
+        self.notices = NoticeArea()
+        self.log_hint = shrinkable(wrapped_label(LOG_HINT, "vllm_log_hint"))
+        set_role(self.log_hint, "muted")
         self.phase_list = PhaseList()
+        self.phase_list.setMinimumWidth(160)
         self.log_view = LogTail()
-        split = QSplitter()
-        split.addWidget(self.phase_list)
-        split.addWidget(self.log_view)
-        split.setSizes([300, 600])
-        page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.form)
+        self.log_split = QSplitter()
+        self.log_split.setObjectName("vllm_log_split")
+        self.log_split.addWidget(self.phase_list)
+        self.log_split.addWidget(self.log_view)
+        self.log_split.setSizes([260, 600])
+        self.log_split.hide()
+        area = QWidget()
+        layout = QVBoxLayout(area)
+        layout.setContentsMargins(SPACE_L, SPACE_S, SPACE_L, SPACE_M)
         buttons = (self.start_button, self.stop_button, self.copy_button, self.docker_button, self.server_status)
         layout.addLayout(widget_row(*buttons, stretch_at=4))
-        layout.addWidget(self.crash_label)
-        layout.addWidget(split, 1)
-        return page
+        layout.addWidget(self.notices)
+        layout.addWidget(self.log_hint)
+        layout.addWidget(self.log_split, 1)
+        return area
+
+    def _mode_changed(self, remote: bool) -> None:
+        self.stack.setCurrentIndex(1 if remote else 0)
+        self.run_area.setVisible(not remote)
+
+    def _show_log(self) -> None:
+        """The phases and the log take the lower part of the page once a start begins."""
+        if not self.log_split.isVisible():
+            self.log_hint.hide()
+            self.log_split.show()
+            total = max(1, self.split.height())
+            self.split.setSizes([total * 2 // 5, total - total * 2 // 5])
+            width = max(1, self.log_split.width() or self.width())
+            self.log_split.setSizes([width * 2 // 5, width - width * 2 // 5])  # room for "… 0 s so far"
+
+    @property
+    def crash_text(self) -> str:
+        """The crash notice's text ("" when none shows)."""
+        notice = next((n for n in self.notices.notices() if n.key == CRASH_KEY), None)
+        return notice.text if notice else ""
 
     def settings_changed(self) -> None:
         """Call after the settings change: the interpreter is detected again."""
@@ -153,17 +216,21 @@ class VllmPanel(QWidget):
             if self._started is not None:
                 self.environment.detect()
 
-    def changeEvent(self, event: QEvent) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            self._say(self.crash_label, self.crash_label.text(), error=True)
-
     # --- showing ---------------------------------------------------------------------------------------------
     def start(self) -> asyncio.Task[Any]:
-        """Detect vLLM (off the Qt thread); the first call's task."""
+        """Check for an NVIDIA GPU and detect vLLM (both off the Qt thread); the first call's task."""
         if self._started is None:
-            self._started = self.environment.detect()
+            self._started = spawn(self._start_up(), "vllm: check the machine")
         return self._started
+
+    async def _start_up(self) -> None:
+        detecting = self.environment.detect()
+        try:
+            readout = await asyncio.get_running_loop().run_in_executor(None, self._gpu_probe)
+        except Exception as exc:  # a broken probe must not leave the page checking forever
+            readout = GpuReadout((), f"The GPU check failed ({exc}).", None, None)
+        self.environment.set_machine(machine_fit(readout))
+        await detecting
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -200,7 +267,8 @@ class VllmPanel(QWidget):
         server = self._factory(python, options, self.environment.install)
         self.phase_list.clear_phases()
         self.log_view.clear()
-        self.crash_label.hide()
+        self.notices.dismiss(CRASH_KEY)
+        self._show_log()
         self._start_task = spawn(self._start(server, options.api_key or ""), "vllm: start")
         return self._start_task
 
@@ -214,7 +282,8 @@ class VllmPanel(QWidget):
         except VllmServerError as exc:
             self._failed(str(exc), exc.log_tail or server.log_tail)
         except OSError as exc:  # the interpreter is missing or cannot run
-            self._failed(f"Could not run {self.environment.python}: {exc}. Choose the vLLM interpreter again.", [])
+            why = exc.strerror or type(exc).__name__
+            self._failed(f"Could not run the vLLM interpreter ({why}). Choose it again under Environment.", [str(exc)])
         except asyncio.CancelledError:
             self._say(self.server_status, "Start cancelled; vLLM was stopped.")
             raise
@@ -241,7 +310,8 @@ class VllmPanel(QWidget):
     def _failed(self, message: str, tail: list[str], how: str = "stopped") -> None:
         self.phase_list.fail(how)
         self._say(self.server_status, "vLLM is not running.", error=True)
-        self._say(self.crash_label, message, error=True)
+        self.notices.show_notice(message, "error", key=CRASH_KEY)
+        self._show_log()
         if tail:
             self.log_view.set_lines(tail)
 
@@ -317,9 +387,8 @@ class VllmPanel(QWidget):
         self._poll_metrics()
 
     def _poll_metrics(self) -> None:
-        if self.endpoint is not None and not self._polling and self.isVisible():
-            self._polling = True
-            spawn(self.refresh_metrics(), "vllm: metrics")
+        if self.endpoint is not None and self._polling is None and self.isVisible():
+            self._polling = spawn(self.refresh_metrics(), "vllm: metrics")
 
     async def refresh_metrics(self) -> None:
         """Read the announced server's ``/metrics`` once and show the summary."""
@@ -333,12 +402,14 @@ class VllmPanel(QWidget):
             if self.endpoint == endpoint:
                 self._say(self.metrics_label, f"Live figures unavailable: {exc}", muted=True)
         finally:
-            self._polling = False
+            self._polling = None
 
     async def shutdown(self) -> None:
         """Stop the managed server and any install (the window calls this when it closes)."""
         self._unsubscribe()
         self.metrics_timer.stop()
+        if self._polling is not None:
+            self._polling.cancel()
         await self.environment.shutdown()
         await self._stop()
 
@@ -353,6 +424,21 @@ class VllmPanel(QWidget):
         palette = self.palette()
         color = error_color(palette) if error else muted_color(palette) if muted else None
         set_text_color(label, color or palette.color(QPalette.ColorRole.WindowText))
+
+
+def _section(text: str) -> QLabel:
+    label = QLabel(text)
+    set_role(label, "section")
+    return label
+
+
+def _card(content: QWidget) -> QFrame:
+    frame = QFrame()
+    set_role(frame, "card")
+    layout = QVBoxLayout(frame)
+    layout.setContentsMargins(SPACE_M, SPACE_M, SPACE_M, SPACE_M)
+    layout.addWidget(content)
+    return frame
 
 
 def _timer(parent: QWidget, interval_ms: int, slot: Callable[[], None]) -> QTimer:

@@ -1,0 +1,376 @@
+"""The list of chats: a model over the history store, loaded a page at a time as the list scrolls, grouped by date
+(Today, Yesterday, Previous 7 days, Previous 30 days, Older), with "New chat" on top and a delete action (a trash
+icon on hover, or the context menu). Every read is off the Qt thread; choosing a chat only emits its id."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QEvent,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QPoint,
+    QRect,
+    QSize,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QMouseEvent, QPainter
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QLabel,
+    QListView,
+    QMenu,
+    QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.chat.date_groups import date_group
+from app.services.chat.history import ChatSummary, ConversationPage
+from app.ui.style.icons import icon
+from app.ui.style.theme import RADIUS, SPACE_S, SPACE_XS, set_role, tokens
+from app.ui.tasks import loop_running, spawn
+
+log = logging.getLogger("app.ui.chat")
+
+__all__ = ["ChatList", "ChatListModel", "ChatSource"]
+
+ID_ROLE = Qt.ItemDataRole.UserRole
+HEADER_ROLE = Qt.ItemDataRole.UserRole + 1
+PAGE_SIZE = 100
+_ROW_H = 34  # headers too: uniform rows let the view lay out thousands at no cost
+_TRASH = 24  # the delete icon's square, at a row's right end
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+class ChatSource(Protocol):
+    """Where the list reads chats from: the history store (``AsyncConversationStore``) or anything alike."""
+
+    async def conversations_page(
+        self, limit: int = 100, after: tuple[float, int] | None = None
+    ) -> ConversationPage: ...
+
+
+@dataclass(frozen=True)
+class _Row:
+    header: str = ""  # a date group's header when set
+    chat: ChatSummary | None = None
+
+
+class ChatListModel(QAbstractListModel):
+    """Chats newest first, with a header row before each date group; more pages load as the view asks."""
+
+    page_loaded = Signal()
+
+    def __init__(self, now: Callable[[], float] = time.time, page_size: int = PAGE_SIZE) -> None:
+        super().__init__()
+        self._now = now
+        self.page_size = page_size
+        self.source: ChatSource | None = None
+        self._rows: list[_Row] = []
+        self._after: tuple[float, int] | None = None
+        self._loading: asyncio.Task[Any] | None = None
+        self._generation = 0
+        self.total = 0  # chats in the store, as of the last page
+
+    # -- Qt model ----------------------------------------------------------------------------------------
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008 - Qt's name and default
+        return 0 if parent.isValid() else len(self._rows)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+            return None
+        row = self._rows[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return row.header or (row.chat.title if row.chat else "")
+        if role == Qt.ItemDataRole.ToolTipRole and row.chat is not None:
+            return row.chat.title
+        if role == ID_ROLE:
+            return row.chat.id if row.chat else None
+        if role == HEADER_ROLE:
+            return bool(row.header)
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        if index.isValid() and self._rows[index.row()].header:
+            return Qt.ItemFlag.NoItemFlags  # a header is neither selectable nor clickable
+        return super().flags(index)
+
+    def canFetchMore(self, parent: Index = QModelIndex()) -> bool:  # noqa: B008
+        return not parent.isValid() and self._after is not None and self._loading is None
+
+    def fetchMore(self, parent: Index = QModelIndex()) -> None:  # noqa: B008
+        if self.canFetchMore(parent) and loop_running():
+            self._loading = spawn(self._next_page(self._generation, self._after), "load chats")
+
+    # -- loading -------------------------------------------------------------------------------------------
+
+    async def reload(self) -> None:
+        """Read the first page anew (dropping later pages); a reload started meanwhile wins."""
+        if self.source is None:
+            return
+        self._generation += 1
+        generation = self._generation
+        page = await self.source.conversations_page(self.page_size)
+        if generation != self._generation:
+            return
+        self.beginResetModel()
+        self._rows = []
+        self._loading = None
+        self._add(page)
+        self.endResetModel()
+        self.page_loaded.emit()
+
+    async def _next_page(self, generation: int, after: tuple[float, int] | None) -> None:
+        assert self.source is not None
+        try:
+            page = await self.source.conversations_page(self.page_size, after)
+        finally:
+            if generation == self._generation:
+                self._loading = None
+        if generation != self._generation:
+            return  # a reload replaced the list meanwhile
+        rows = self._grouped(page.chats)
+        self._after, self.total = page.after, page.total
+        if rows:
+            self.beginInsertRows(QModelIndex(), len(self._rows), len(self._rows) + len(rows) - 1)
+            self._rows.extend(rows)
+            self.endInsertRows()
+        self.page_loaded.emit()
+
+    def _add(self, page: ConversationPage) -> None:
+        self._rows.extend(self._grouped(page.chats))
+        self._after, self.total = page.after, page.total
+
+    def _grouped(self, chats: list[ChatSummary]) -> list[_Row]:
+        """Rows for ``chats`` after those loaded: a header wherever the date group changes."""
+        now = self._now()
+        last = next((date_group(r.chat.updated_at, now) for r in reversed(self._rows) if r.chat), None)
+        rows = []
+        for chat in chats:
+            group = date_group(chat.updated_at, now)
+            if group != last:
+                rows.append(_Row(header=group))
+                last = group
+            rows.append(_Row(chat=chat))
+        return rows
+
+    # -- lookups ---------------------------------------------------------------------------------------------
+
+    def row_of(self, chat_id: int) -> int | None:
+        return next((i for i, r in enumerate(self._rows) if r.chat is not None and r.chat.id == chat_id), None)
+
+    def chat_count(self) -> int:
+        """Chats loaded so far (headers not counted)."""
+        return sum(1 for r in self._rows if r.chat is not None)
+
+    def has_more(self) -> bool:
+        return self._after is not None
+
+    def remove(self, chat_id: int) -> None:
+        """Drop a deleted chat's row at once (and its header when it was the group's only chat)."""
+        row = self.row_of(chat_id)
+        if row is None:
+            return
+        first = row
+        before_is_header = row > 0 and bool(self._rows[row - 1].header)
+        after_is_chat = row + 1 < len(self._rows) and self._rows[row + 1].chat is not None
+        if before_is_header and not after_is_chat:
+            first = row - 1
+        self.beginRemoveRows(QModelIndex(), first, row)
+        del self._rows[first : row + 1]
+        self.endRemoveRows()
+        self.total = max(0, self.total - 1)
+
+
+class _Delegate(QStyledItemDelegate):
+    """Headers as small muted captions; chats as rounded rows, elided, with a trash icon when hovered."""
+
+    def __init__(self, owner: ChatList) -> None:
+        super().__init__(owner)
+        self._owner = owner
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
+        return QSize(option.rect.width(), _ROW_H)
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        t = tokens(self._owner.palette())  # not the view's: its style sheet makes its base transparent
+        rect: QRect = option.rect
+        state = option.state
+        text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        if index.data(HEADER_ROLE):
+            font = painter.font()
+            font.setPointSizeF(max(6.0, font.pointSizeF() * 0.85))
+            font.setBold(True)
+            painter.setFont(font)
+            painter.setPen(t.muted)
+            area = rect.adjusted(SPACE_S + 2, 0, -SPACE_S, -4)
+            painter.drawText(area, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom, text)
+            painter.restore()
+            return
+        selected = bool(state & QStyle.StateFlag.State_Selected)
+        hovered = bool(state & QStyle.StateFlag.State_MouseOver)
+        card = rect.adjusted(SPACE_XS, 1, -SPACE_XS, -1)
+        if selected or hovered:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(t.accent_soft if selected else t.hover)
+            painter.drawRoundedRect(card, RADIUS, RADIUS)
+        room = card.adjusted(SPACE_S, 0, -(SPACE_S + (_TRASH if hovered else 0)), 0)
+        painter.setPen(t.text)
+        elided = painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, room.width())
+        painter.drawText(room, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided)
+        if hovered:
+            self._owner.trash_icon.paint(painter, trash_rect(rect))
+        painter.restore()
+
+
+def trash_rect(row: QRect) -> QRect:
+    """Where a row's delete icon is drawn and clicked."""
+    size = 16
+    return QRect(row.right() - SPACE_XS - SPACE_S - size, row.center().y() - size // 2 + 1, size, size)
+
+
+class ChatList(QWidget):
+    """ "New chat", then the chats by date. ``chat_chosen(id)`` on a click; ``refresh()`` reloads the first page."""
+
+    chat_chosen = Signal(int)
+    new_chat_requested = Signal()
+    delete_requested = Signal(int)
+
+    def __init__(
+        self, source: ChatSource | None = None, now: Callable[[], float] = time.time, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.model = ChatListModel(now)
+        self.model.source = source
+        self._current: int | None = None
+        self.trash_icon = icon("trash")
+        self.new_chat_button = QPushButton(icon("plus"), "New chat")
+        self.new_chat_button.setObjectName("newChatButton")
+        self.new_chat_button.clicked.connect(self.new_chat_requested)
+        self.view = QListView()
+        self.view.setObjectName("chatListView")
+        self.view.setModel(self.model)
+        self.view.setItemDelegate(_Delegate(self))
+        self.view.setMouseTracking(True)
+        self.view.setUniformItemSizes(True)
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.view.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.setFrameShape(QListView.Shape.NoFrame)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
+        self.view.clicked.connect(self._clicked)
+        self.view.activated.connect(self._clicked)
+        self.view.setStyleSheet("QListView { background: transparent; border: none; }")
+        self.view.viewport().installEventFilter(self)
+        self.empty = QLabel("No chats yet.")
+        set_role(self.empty, "muted")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        self.empty.hide()
+        self.model.modelReset.connect(self._after_load)
+        self.model.rowsInserted.connect(self._after_load)
+        self.model.rowsRemoved.connect(self._after_load)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACE_XS, SPACE_S, SPACE_XS, 0)
+        layout.setSpacing(SPACE_S)
+        layout.addWidget(self.new_chat_button)
+        layout.addWidget(self.empty)
+        layout.addWidget(self.view, 1)
+        self.setMinimumWidth(0)
+
+    # -- public API --------------------------------------------------------------------------------------------
+
+    def set_source(self, source: ChatSource | None) -> None:
+        """The store to read chats from (it opens after the page is built)."""
+        self.model.source = source
+
+    async def refresh(self) -> None:
+        """Reload the first page of chats (off the Qt thread) and keep the current chat selected."""
+        await self.model.reload()
+
+    def select(self, chat_id: int | None) -> None:
+        """Mark ``chat_id`` as the chat shown (selected once its row is loaded); emits nothing."""
+        self._current = chat_id
+        self._show_current()
+
+    def current_id(self) -> int | None:
+        return self._current
+
+    def titles(self) -> list[str]:
+        """The titles of the chats loaded so far, in list order (date headers left out)."""
+        model = self.model
+        rows = (model.index(row) for row in range(model.rowCount()))
+        return [str(index.data()) for index in rows if index.data(ID_ROLE) is not None]
+
+    def remove(self, chat_id: int) -> None:
+        """Drop a deleted chat from the list at once (before the next refresh)."""
+        self.model.remove(chat_id)
+
+    # -- internals ----------------------------------------------------------------------------------------------
+
+    def _clicked(self, index: QModelIndex) -> None:
+        chat_id = index.data(ID_ROLE)
+        if chat_id is None:
+            return
+        self._current = int(chat_id)
+        self.chat_chosen.emit(int(chat_id))
+
+    def _show_current(self) -> None:
+        row = self.model.row_of(self._current) if self._current is not None else None
+        if row is None:
+            self.view.clearSelection()
+            return
+        index = self.model.index(row)
+        self.view.selectionModel().setCurrentIndex(index, self.view.selectionModel().SelectionFlag.ClearAndSelect)
+
+    def _after_load(self, *_args: object) -> None:
+        self.empty.setVisible(self.model.rowCount() == 0 and not self.model.has_more())
+        self._show_current()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """A click on a row's trash icon deletes that chat; the list never sees it (nor selects or opens it)."""
+        kind = event.type()
+        if watched is self.view.viewport() and kind in (
+            QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease, QEvent.Type.MouseButtonDblClick
+        ):  # fmt: skip
+            assert isinstance(event, QMouseEvent)
+            pos = event.position().toPoint()
+            index = self.view.indexAt(pos)
+            chat_id = index.data(ID_ROLE) if index.isValid() else None
+            if chat_id is not None and trash_rect(self.view.visualRect(index)).contains(pos):
+                if kind == QEvent.Type.MouseButtonRelease and event.button() == Qt.MouseButton.LeftButton:
+                    self.delete_requested.emit(int(chat_id))
+                return True
+        return super().eventFilter(watched, event)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        index = self.view.indexAt(pos)
+        chat_id = index.data(ID_ROLE) if index.isValid() else None
+        if chat_id is None:
+            return
+        menu = QMenu(self)
+        menu.addAction(icon("trash"), "Delete chat", lambda: self.delete_requested.emit(int(chat_id)))
+        menu.popup(self.view.viewport().mapToGlobal(pos))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self.trash_icon = icon("trash")
+            self.new_chat_button.setIcon(icon("plus"))

@@ -1,0 +1,355 @@
+"""The Server page: the machine's one local LLM endpoint (OpenAI- and Anthropic-compatible) over every engine.
+Start/stop, where it listens, its key, the URL to copy, snippets to paste, and a live log of the requests.
+
+The server runs on the window's loop with the window's engine host, so a chat here and an API client share the
+loaded model (requests to a busy llama.cpp queue in arrival order; the log shows the wait)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.errors import AppError
+from app.core.units import MISSING
+from app.services.engines.entries import EngineKind
+from app.services.workstation import Workstation
+from app.ui.pages.server.snippets import SNIPPETS
+from app.ui.style.icons import icon
+from app.ui.style.theme import SPACE_M, SPACE_S, set_role
+from app.ui.tasks import spawn
+from app.ui.widgets.notices import NoticeArea
+
+if TYPE_CHECKING:
+    from app.services.api.records import RequestRecord
+    from app.services.api.server import ApiServer
+
+HOSTS = (("127.0.0.1", "This machine only (127.0.0.1)"), ("0.0.0.0", "The network (0.0.0.0) — needs an API key"))
+COLUMNS = ("Time", "Client", "Endpoint", "Model", "Engine", "Tokens in/out", "Wait", "TTFT", "tok/s", "Status")
+MAX_ROWS = 200
+
+
+class ServerPage(QWidget):
+    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.context = context
+        self.server: ApiServer | None = None
+        self._unsubscribe: Any = None
+        self._rows: dict[int, int] = {}  # request id → table row
+        self._busy = False
+        self._build()
+        self._load_settings()
+        self._show_state()
+
+    # --- layout ---------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        title = QLabel("Local API server")
+        set_role(title, "title")
+        subtitle = QLabel(
+            "One OpenAI- and Anthropic-compatible endpoint for every engine: other programs use the models "
+            "this app runs. The chat and API clients share the loaded model."
+        )
+        subtitle.setWordWrap(True)
+        set_role(subtitle, "muted")
+        self.notices = NoticeArea()
+        body = QWidget()
+        column = QVBoxLayout(body)
+        column.setContentsMargins(SPACE_M, SPACE_M, SPACE_M, SPACE_M)
+        column.setSpacing(SPACE_M)
+        for widget in (title, subtitle, self.notices, self._control_card(), self._snippet_card()):
+            column.addWidget(widget)
+        column.addWidget(self._log_card(), 1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(body)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(scroll)
+
+    def _control_card(self) -> QFrame:
+        card = _card()
+        self.host_box = QComboBox()
+        for value, label in HOSTS:
+            self.host_box.addItem(label, value)
+        self.port = QSpinBox()
+        self.port.setRange(0, 65535)
+        self.port.setToolTip("0 picks a free port")
+        self.key = QLineEdit()
+        self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setPlaceholderText("none (only on 127.0.0.1)")
+        generate = QPushButton("Generate")
+        generate.clicked.connect(lambda: self.key.setText(secrets.token_urlsafe(24)))
+        key_row = _row(self.key, generate)
+        self.ttl = QSpinBox()
+        self.ttl.setRange(0, 24 * 60)
+        self.ttl.setSuffix(" min")
+        self.ttl.setToolTip("A model the server loaded unloads after this long without requests (0: right away)")
+        self.autostart = QCheckBox("Start with the app")
+        form = QFormLayout()
+        form.addRow("Listen on", self.host_box)
+        form.addRow("Port", self.port)
+        form.addRow("API key", key_row)
+        form.addRow("Unload idle models after", self.ttl)
+        form.addRow("", self.autostart)
+        self.start_button = QPushButton(icon("play"), "Start server")
+        set_role(self.start_button, "accent")
+        self.start_button.clicked.connect(self.toggle)
+        self.url_label = QLabel()
+        self.url_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.copy_url = QPushButton(icon("copy"), "Copy URL")
+        self.copy_url.clicked.connect(self.copy_base_url)
+        fields = QWidget()
+        fields.setLayout(form)
+        fields.setMaximumWidth(640)  # a readable form on a wide window
+        layout = QVBoxLayout(card)
+        layout.addWidget(fields)
+        layout.addLayout(_row(self.start_button, self.url_label, self.copy_url, stretch_at=1))
+        for edit in (self.port, self.ttl):
+            edit.valueChanged.connect(self._save_settings)
+        self.host_box.currentIndexChanged.connect(self._save_settings)
+        self.key.editingFinished.connect(self._save_settings)
+        self.autostart.toggled.connect(self._save_settings)
+        return card
+
+    def _snippet_card(self) -> QFrame:
+        card = _card()
+        heading = QLabel("Use it from")
+        set_role(heading, "section")
+        self.snippets = QTabWidget()
+        self.snippet_texts: list[QPlainTextEdit] = []
+        for name, _make in SNIPPETS:
+            text = QPlainTextEdit()
+            text.setReadOnly(True)
+            text.setMaximumHeight(120)
+            text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+            self.snippet_texts.append(text)
+            self.snippets.addTab(text, name)
+        copy = QPushButton(icon("copy"), "Copy")
+        copy.clicked.connect(self.copy_snippet)
+        self.snippets.setMaximumHeight(150)
+        layout = QVBoxLayout(card)
+        layout.addLayout(_row(heading, copy, stretch_at=0))
+        layout.addWidget(self.snippets)
+        return card
+
+    def _log_card(self) -> QFrame:
+        card = _card()
+        heading = QLabel("Requests")
+        set_role(heading, "section")
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("server_requests")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setMinimumHeight(140)
+        self.empty_log = QLabel("No requests yet. Start the server, then try the curl line above.")
+        set_role(self.empty_log, "muted")
+        layout = QVBoxLayout(card)
+        layout.addWidget(heading)
+        layout.addWidget(self.empty_log)
+        layout.addWidget(self.table, 1)
+        return card
+
+    # --- the Page protocol ----------------------------------------------------------------------------------
+    def start(self) -> asyncio.Task[Any] | None:
+        """Start the server when the settings say so (the window builds this page at start-up then)."""
+        if self.context.settings.api_autostart and self.server is None:
+            return spawn(self._start(), "server: start")
+        return None
+
+    def settings_changed(self) -> None:
+        if self.server is None:
+            self._load_settings()
+
+    async def shutdown(self) -> None:
+        await self._stop()
+
+    # --- start / stop ---------------------------------------------------------------------------------------
+    def toggle(self) -> asyncio.Task[Any] | None:
+        if self._busy:
+            return None
+        return spawn(self._stop() if self.server is not None else self._start(), "server: start/stop")
+
+    async def _start(self) -> None:
+        from app.services.api.config import ServerConfig
+        from app.services.api.server import ApiServer
+
+        self._busy = True
+        self.notices.clear()
+        ttl_s = float(self.ttl.value() * 60)
+        config = ServerConfig(host=self._host(), port=self.port.value(), api_key=self._key(), idle_ttl_s=ttl_s)
+        self.start_button.setEnabled(False)
+        self.url_label.setText("Starting…")
+        try:
+            server = await asyncio.get_running_loop().run_in_executor(
+                None, ApiServer.for_workstation, self.context, config
+            )  # reads the library's folders: off the Qt thread
+            await server.start()
+        except AppError as exc:
+            self.notices.show_notice(str(exc), "error", key="server")
+        except OSError as exc:
+            self.notices.show_notice(f"The server could not start: {exc}", "error", key="server")
+        else:
+            self.server = server
+            self._unsubscribe = server.subscribe(self._record)
+        finally:
+            self._busy = False
+            self._show_state()
+
+    async def _stop(self) -> None:
+        server, self.server = self.server, None
+        if server is None:
+            return
+        self._busy = True
+        self.start_button.setEnabled(False)
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        try:
+            await server.stop()
+        finally:
+            self._busy = False
+            self._show_state()
+
+    # --- state ----------------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str | None:
+        return self.server.url if self.server is not None else None
+
+    def _show_state(self) -> None:
+        running = self.server is not None
+        self.start_button.setEnabled(not self._busy)
+        self.start_button.setText("Stop server" if running else "Start server")
+        self.start_button.setIcon(icon("stop" if running else "play"))
+        self.url_label.setText(f"● Listening on {self.url}" if running else "Not running.")
+        self.copy_url.setEnabled(running)
+        for widget in (self.host_box, self.port, self.key, self.ttl):
+            widget.setEnabled(not running)
+        self._fill_snippets()
+
+    def _fill_snippets(self) -> None:
+        url = self.url or f"http://{self._host_for_clients()}:{self.port.value() or 8417}"
+        model = self._example_model()
+        for text, (_name, make) in zip(self.snippet_texts, SNIPPETS, strict=True):
+            text.setPlainText(make(url, model, self._key()))
+
+    def _example_model(self) -> str:
+        loaded = self.context.host.loaded(EngineKind.LLAMACPP)
+        if loaded is not None:
+            from app.services.library.names import model_display_name
+
+            return model_display_name(loaded.info.name, loaded.info.path)
+        return "MODEL"  # GET /v1/models lists the ids
+
+    def _host(self) -> str:
+        return str(self.host_box.currentData())
+
+    def _host_for_clients(self) -> str:
+        return "127.0.0.1" if self._host() == "0.0.0.0" else self._host()
+
+    def _key(self) -> str | None:
+        return self.key.text().strip() or None
+
+    def copy_base_url(self) -> None:
+        if self.url:
+            QGuiApplication.clipboard().setText(self.url)
+
+    def copy_snippet(self) -> str:
+        text = self.snippet_texts[self.snippets.currentIndex()].toPlainText()
+        QGuiApplication.clipboard().setText(text)
+        return text
+
+    # --- the request log ------------------------------------------------------------------------------------
+    def _record(self, record: RequestRecord) -> None:
+        """A request arrived or changed (on the window's loop): one row each, newest on top."""
+        row = self._rows.get(record.id)
+        if row is None:
+            self.table.insertRow(0)
+            self._rows = {rid: r + 1 for rid, r in self._rows.items()}
+            self._rows[record.id] = row = 0
+            if self.table.rowCount() > MAX_ROWS:
+                self.table.removeRow(self.table.rowCount() - 1)
+                self._rows = {rid: r for rid, r in self._rows.items() if r < MAX_ROWS}
+        for column, text in enumerate(_cells(record)):
+            self.table.setItem(row, column, QTableWidgetItem(text))
+        self.empty_log.setVisible(self.table.rowCount() == 0)
+
+    # --- settings -------------------------------------------------------------------------------------------
+    def _load_settings(self) -> None:
+        settings = self.context.settings
+        widgets = (self.host_box, self.port, self.key, self.ttl, self.autostart)
+        for widget in widgets:
+            widget.blockSignals(True)
+        index = self.host_box.findData(settings.api_host)
+        self.host_box.setCurrentIndex(max(index, 0))
+        self.port.setValue(settings.api_port)
+        self.key.setText(settings.api_key)
+        self.ttl.setValue(round(settings.api_idle_ttl_s / 60))
+        self.autostart.setChecked(settings.api_autostart)
+        for widget in widgets:
+            widget.blockSignals(False)
+
+    def _save_settings(self) -> None:
+        settings = self.context.settings
+        settings.api_host, settings.api_port = self._host(), self.port.value()
+        settings.api_key, settings.api_idle_ttl_s = self.key.text().strip(), float(self.ttl.value() * 60)
+        settings.api_autostart = self.autostart.isChecked()
+        self._fill_snippets()
+        spawn(self.context.save_settings(), "save settings")
+
+
+def _cells(record: RequestRecord) -> list[str]:
+    def ms(value: float | None) -> str:
+        return MISSING if value is None else f"{value:,.0f} ms"
+
+    tokens = f"{record.prompt_tokens or 0:,} / {record.completion_tokens or 0:,}"
+    status = str(record.status) if record.status is not None else str(record.state)
+    if record.error:
+        status += f": {record.error}"
+    rate = MISSING if record.tokens_per_s is None else f"{record.tokens_per_s:.1f}"
+    when = time.strftime("%H:%M:%S", time.localtime(record.started_at))
+    engine = record.engine or MISSING
+    return [when, record.client, record.endpoint, record.model or MISSING, engine, tokens, ms(record.wait_ms),
+            ms(record.ttft_ms), rate, status]  # fmt: skip
+
+
+def _card() -> QFrame:
+    card = QFrame()
+    set_role(card, "card")
+    return card
+
+
+def _row(*widgets: QWidget, stretch_at: int | None = None) -> QHBoxLayout:
+    row = QHBoxLayout()
+    row.setSpacing(SPACE_S)
+    for index, widget in enumerate(widgets):
+        row.addWidget(widget, 1 if index == stretch_at else 0)
+    return row

@@ -1,0 +1,198 @@
+"""One base URL reaches every engine: a library GGUF runs in llama.cpp, an Ollama model in Ollama (the fake
+Ollama server), a vLLM model on the vLLM server (the fake one, and once the real vLLM CPU server). Model ids are
+unique and stable; on a collision the engine is prefixed. Engines' own tool calls pass through."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from app.services.api.catalog import Candidate, assign_ids, ollama_lister
+from app.services.api.config import ServerConfig
+from app.services.engines.entries import EngineKind
+from app.services.engines.events import ModelUnloaded, VllmEndpoint
+from tests.support.api_harness import ApiHarness
+from tests.support.fake_ollama import FakeOllama
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.gguf_factory import write_tiny_gguf
+
+pytestmark = pytest.mark.timeout(180)
+
+HI = [{"role": "user", "content": "hello there"}]
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}]
+
+
+# --- ids ----------------------------------------------------------------------------------------------------------
+def test_ids_are_the_library_names_made_unique_and_prefixed_on_a_clash():
+    models = assign_ids([
+        Candidate(EngineKind.LLAMACPP, "/m/a/qwen-q4.gguf", "Qwen 7B"),
+        Candidate(EngineKind.LLAMACPP, "/m/a/qwen-q8.gguf", "Qwen 7B"),
+        Candidate(EngineKind.LLAMACPP, "/m/b/qwen-q8.gguf", "Qwen 7B"),
+        Candidate(EngineKind.LLAMACPP, "/m/solo.gguf", "Solo"),
+        Candidate(EngineKind.LLAMACPP, "/m/store/blob.gguf", "llama3.2:latest"),
+        Candidate(EngineKind.OLLAMA, "ollama:llama3.2:latest", "llama3.2:latest"),
+        Candidate(EngineKind.VLLM, "vllm:served", "served"),
+    ])  # fmt: skip
+    ids = {m.id: m for m in models}
+    assert "Solo" in ids and "served" in ids and ids["served"].engine is EngineKind.VLLM
+    assert "qwen-q4" in ids  # same name: each goes by its file's stem …
+    twins = sorted(i for i in ids if i.startswith("qwen-q8@"))  # … and with a short hash when even those match
+    assert len(twins) == 2 and {ids[t].entry for t in twins} == {"/m/a/qwen-q8.gguf", "/m/b/qwen-q8.gguf"}
+    assert ids["llamacpp/llama3.2:latest"].entry == "/m/store/blob.gguf"
+    assert ids["ollama/llama3.2:latest"].entry == "ollama:llama3.2:latest"
+    assert "llama3.2" in ids["ollama/llama3.2:latest"].aliases  # Ollama's name without ":latest"
+    again = assign_ids([Candidate(EngineKind.LLAMACPP, "/m/solo.gguf", "Solo")])
+    assert again[0].id == "Solo"  # stable: the same file keeps its id
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("api-routing")
+    write_tiny_gguf(folder / "tiny-gguf.gguf", name="tiny-gguf")
+    write_tiny_gguf(folder / "shared.gguf", name="shared:latest")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def ollama():
+    with FakeOllama() as fake:
+        fake.add_model("llama3.2:latest")
+        fake.add_model("shared:latest")
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def vllm():
+    with FakeOpenAIServer(models=("tiny-llama",)) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def api(folder, ollama, vllm):
+    harness = ApiHarness(folder, ServerConfig(port=0), list_ollama=ollama_lister(lambda: ollama.host),
+                         ollama_host=ollama.host)  # fmt: skip
+    with harness:
+
+        async def offer() -> None:
+            harness.host.offer_vllm(VllmEndpoint(vllm.base_url, "tiny-llama", None, "remote"))
+
+        harness.run(offer())
+        yield harness
+
+
+def test_one_listing_has_every_engine_and_prefixes_the_clash(api):
+    owners = {m.id: m.owned_by for m in api.openai().models.list()}
+    assert owners == {
+        "tiny-gguf": "llamacpp", "llama3.2:latest": "ollama", "tiny-llama": "vllm",
+        "llamacpp/shared:latest": "llamacpp", "ollama/shared:latest": "ollama",
+    }  # fmt: skip
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as ambiguous:
+        api.openai().chat.completions.create(model="shared:latest", messages=HI, max_tokens=2)
+    assert "llamacpp/shared:latest" in ambiguous.value.message and "ollama/shared:latest" in ambiguous.value.message
+
+
+def test_each_model_runs_in_its_engine(api, ollama, vllm):
+    client = api.openai()
+    gguf = client.chat.completions.create(model="tiny-gguf", messages=HI, max_tokens=3)
+    assert gguf.usage.completion_tokens == 3 and api.host.loaded(EngineKind.LLAMACPP).entry.endswith("tiny-gguf.gguf")
+
+    before = len(ollama.requests_to("/api/chat"))
+    local = client.chat.completions.create(model="llama3.2", messages=HI, max_tokens=50)
+    assert local.choices[0].message.content.startswith("You said")  # the fake Ollama echoes
+    assert len(ollama.requests_to("/api/chat")) > before
+
+    served = client.chat.completions.create(model="tiny-llama", messages=HI, max_tokens=50)
+    assert served.choices[0].message.content == "You said: hello there" and served.usage.prompt_tokens > 0
+    assert vllm.requests_to("/v1/chat/completions")[-1].json["model"] == "tiny-llama"
+
+    clash = api.anthropic().messages.create(model="ollama/shared:latest", max_tokens=50, messages=HI)
+    assert clash.content[0].text.startswith("You said") and clash.model == "ollama/shared:latest"
+
+
+def test_vllm_takes_requests_side_by_side(api, vllm):
+    vllm.token_delay_s = 0.05
+    try:
+        results: list[str] = []
+        threads = [threading.Thread(target=lambda: results.append(api.openai().chat.completions.create(
+            model="tiny-llama", messages=HI, max_tokens=20).choices[0].finish_reason)) for _ in range(6)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert results == ["stop"] * 6 and vllm.max_in_flight >= 6  # no line in front of vLLM
+    finally:
+        vllm.token_delay_s = 0.0
+
+
+def test_engines_parsed_tool_calls_pass_through(api, ollama, vllm):
+    vllm.tool_arguments = {"city": "Oslo"}
+    reply = api.openai().chat.completions.create(model="tiny-llama", messages=HI, tools=TOOLS, tool_choice="required")
+    call = reply.choices[0].message.tool_calls[0]
+    assert reply.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Oslo"}
+
+    ollama.tool_calls = [{"function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]
+    try:
+        message = api.anthropic().messages.create(
+            model="llama3.2", max_tokens=50, messages=HI,
+            tools=[{"name": "get_weather", "input_schema": WEATHER}],
+        )  # fmt: skip
+        uses = [b for b in message.content if b.type == "tool_use"]
+        assert message.stop_reason == "tool_use" and uses[0].input == {"city": "Rome"}
+        import anthropic
+
+        with pytest.raises(anthropic.BadRequestError, match="cannot force a tool call"):
+            api.anthropic().messages.create(model="llama3.2", max_tokens=50, messages=HI, tool_choice={"type": "any"},
+                                            tools=[{"name": "get_weather", "input_schema": WEATHER}])  # fmt: skip
+    finally:
+        ollama.tool_calls = None
+
+
+def test_keep_alive_zero_unloads_an_ollama_model_right_after(api, ollama):
+    api.openai().chat.completions.create(model="llama3.2", messages=HI, max_tokens=5, extra_body={"keep_alive": 0})
+    assert api.wait_for(lambda: any(isinstance(e, ModelUnloaded) and e.engine is EngineKind.OLLAMA
+                                    for e in api.events), 5)  # fmt: skip
+    assert api.wait_for(lambda: "llama3.2:latest" not in ollama.loaded, 5)
+
+
+def test_what_an_engine_cannot_do_is_a_400_never_ignored(api, ollama):
+    import anthropic
+    import openai
+
+    ollama.logprobs_supported = False  # an Ollama before 0.12.11 ignores the field
+    try:
+        with pytest.raises(openai.BadRequestError, match="gave no logprobs") as caught:
+            api.openai().chat.completions.create(model="llama3.2", messages=HI, max_tokens=5, logprobs=True)
+        assert caught.value.body["param"] == "logprobs"
+    finally:
+        ollama.logprobs_supported = True
+    with_logprobs = api.openai().chat.completions.create(model="llama3.2", messages=HI, logprobs=True, top_logprobs=2)
+    assert with_logprobs.choices[0].logprobs.content[0].logprob == -0.25
+    with pytest.raises(openai.BadRequestError, match="cannot complete raw text"):
+        api.openai().completions.create(model="llama3.2", prompt="Once", max_tokens=3)
+    with pytest.raises(openai.BadRequestError, match="cannot embed"):
+        api.openai().embeddings.create(model="tiny-llama", input="text")
+    with pytest.raises(anthropic.BadRequestError, match="cannot count tokens"):
+        api.anthropic().messages.count_tokens(model="llama3.2", messages=HI)
+
+
+def test_through_the_api_to_the_real_vllm_server(vllm_server):
+    with ApiHarness(None, ServerConfig(port=0)) as api:
+        endpoint = VllmEndpoint(vllm_server.base_url, vllm_server.served_model_name, vllm_server.api_key, "remote")
+
+        async def offer() -> None:
+            api.host.offer_vllm(endpoint)
+
+        api.run(offer())
+        ids = [m.id for m in api.openai().models.list()]
+        assert ids == [vllm_server.served_model_name]
+        reply = api.openai().chat.completions.create(model=ids[0], messages=HI, max_tokens=8, temperature=0)
+        assert reply.usage.completion_tokens >= 1 and reply.choices[0].finish_reason in ("length", "stop")
+        with api.anthropic().messages.stream(model=ids[0], max_tokens=8, messages=HI) as stream:
+            events = [event.type for event in stream]
+        assert events[0] == "message_start" and events[-1] == "message_stop"
