@@ -9,9 +9,13 @@ from collections.abc import Sequence
 from app import __version__
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(with_verbs: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; without ``with_verbs`` only the window's options (the verbs' modules cost ~170 ms
+    of imports that opening the window does not need)."""
     parser = argparse.ArgumentParser(
-        prog="llm-workstation", description="Run large language models on this machine: chat, serve, monitor."
+        prog="llm-workstation",
+        description="Run large language models on this machine: chat, serve, monitor.",
+        add_help=with_verbs,
     )
     parser.add_argument("--version", action="version", version=f"llm-workstation {__version__}")
     parser.add_argument("--screenshot", metavar="FILE", help="render the window offscreen to a PNG and exit")
@@ -21,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None, help="with --screenshot: load this model (a .gguf) first")
     parser.add_argument("--prompt", default=None, help="with --screenshot --model: send this and wait for the reply")
     parser.add_argument("--smoke", action="store_true", help="build the window, process events, exit 0")
+    if not with_verbs:
+        return parser
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     _add_chat(verbs)
     _add_bench(verbs)
@@ -93,7 +99,7 @@ def _add_starter(verbs: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else list(argv))
     from app.services.paths import secure_app_files
 
     secure_app_files()  # what earlier versions left readable by others becomes owner-only (window and CLI)
@@ -107,6 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.cli import chat as commands
 
     return commands.run(args)
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The window's options alone when that is all there is; otherwise the whole command line."""
+    window_args, rest = build_parser(with_verbs=False).parse_known_args(argv)
+    if not rest:
+        window_args.verb = None
+        return window_args
+    return build_parser().parse_args(argv)
 
 
 def _run_gui(args: argparse.Namespace) -> int:

@@ -11,25 +11,34 @@ This mirrors the row loop of ``markdown_it.rules_block.table`` (markdown-it-py 4
 
 from __future__ import annotations
 
+import functools
 import html
 import importlib
+from typing import TYPE_CHECKING, Any
 
-from markdown_it.common.utils import mdTrim
-from markdown_it.rules_block.state_block import StateBlock
-from markdown_it.token import Token
+if TYPE_CHECKING:  # the rules run inside markdown-it, which the chat imports on its first render
+    from markdown_it.rules_block.state_block import StateBlock
+    from markdown_it.token import Token
 
 __all__ = ["MAX_TABLE_CELLS", "TABLE_TEXT_CHARS", "big_table", "row_cells", "table_rows", "table_text_html"]
 
 MAX_TABLE_CELLS = 1000  # above this (header included) a table is shown as text: Qt takes ~0.1 ms a cell
 TABLE_TEXT_CHARS = 64_000  # how much of a table shown as text is put in the document (the rest: Copy table)
-# the module, not the function ``markdown_it.rules_block`` exports under the same name
-_table_module = importlib.import_module("markdown_it.rules_block.table")
-_AUTOCOMPLETE_LIMIT: int | None = getattr(_table_module, "MAX_AUTOCOMPLETED_CELLS", None)
+
+
+@functools.cache
+def _table_module() -> Any:
+    """markdown-it's table rule module (not the function ``markdown_it.rules_block`` exports under that name)."""
+    return importlib.import_module("markdown_it.rules_block.table")
+
+
+def _autocomplete_limit() -> int | None:
+    return getattr(_table_module(), "MAX_AUTOCOMPLETED_CELLS", None)
 
 
 def row_cells(text: str) -> int:
     """How many cells markdown-it's table rule finds in a trimmed line (outer pipes dropped)."""
-    parts = _table_module.escapedSplit(text) if "\\" in text else text.split("|")
+    parts = _table_module().escapedSplit(text) if "\\" in text else text.split("|")
     low, high = 0, len(parts)
     if high > low and parts[low] == "":
         low += 1
@@ -39,6 +48,8 @@ def row_cells(text: str) -> int:
 
 
 def _line(state: StateBlock, line: int) -> str:
+    from markdown_it.common.utils import mdTrim  # loaded already: the caller is markdown-it
+
     return mdTrim(state.src[state.bMarks[line] + state.tShift[line] : state.eMarks[line]])
 
 
@@ -49,6 +60,7 @@ def table_rows(state: StateBlock, first: int, stop: int, columns: int, padded: i
     where the rows end (``stop`` when all are rows), the new padded count, and whether that limit ended it.
     """
     terminators = state.md.block.ruler.getRules("blockquote")
+    limit = _autocomplete_limit()
     parent, state.parentType = state.parentType, "table"
     line = first
     try:
@@ -61,7 +73,7 @@ def table_rows(state: StateBlock, first: int, stop: int, columns: int, padded: i
             if not text or state.is_code_block(line):
                 break
             count = padded + columns - row_cells(text)
-            if _AUTOCOMPLETE_LIMIT is not None and count > _AUTOCOMPLETE_LIMIT:
+            if limit is not None and count > limit:
                 return line, padded, True
             padded = count
             line += 1
@@ -72,7 +84,7 @@ def table_rows(state: StateBlock, first: int, stop: int, columns: int, padded: i
 
 def big_table(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     """Block rule: a table above MAX_TABLE_CELLS cells becomes one ``table_text`` token of its lines."""
-    if not _table_module.table(state, start, end, True):
+    if not _table_module().table(state, start, end, True):
         return False
     columns = row_cells(_line(state, start))
     stop = table_rows(state, start + 2, end, columns)[0]

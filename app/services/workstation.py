@@ -40,6 +40,7 @@ class Workstation:
     store: AsyncConversationStore | None = None
     store_problem: str | None = None
     _closed: bool = field(default=False, repr=False)
+    _save_lock: asyncio.Lock | None = field(default=None, repr=False)
 
     @classmethod
     def create(
@@ -78,8 +79,11 @@ class Workstation:
         if self.settings_problem:
             log.warning("Not saving settings: %s", self.settings_problem)
             return
-        snapshot = copy.deepcopy(self.settings)
-        await asyncio.get_running_loop().run_in_executor(None, save_settings, snapshot, self.paths.settings_file)
+        if self._save_lock is None:
+            self._save_lock = asyncio.Lock()
+        async with self._save_lock:  # one writer at a time: saves share the temporary file; the newest wins
+            snapshot = copy.deepcopy(self.settings)
+            await asyncio.get_running_loop().run_in_executor(None, save_settings, snapshot, self.paths.settings_file)
 
     async def close(self) -> None:
         """Stop the engines and close the history. Idempotent."""

@@ -15,14 +15,16 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.services.logbuffer import redact
-from app.ui.dialogs.error_dialog import ErrorDialog
+
+if TYPE_CHECKING:
+    from app.ui.dialogs.error_dialog import ErrorDialog
 
 log = logging.getLogger("app.errors")
 
@@ -90,6 +92,8 @@ class ErrorReporter(QObject):
             return dialog  # A burst goes into the open dialog.
         if dialog is not None:
             dialog.deleteLater()
+        from app.ui.dialogs.error_dialog import ErrorDialog  # built on the first error, not at start-up
+
         dialog = ErrorDialog(self._parent_getter())
         self._dialog = dialog
         dialog.show()

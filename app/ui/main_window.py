@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
@@ -30,25 +31,28 @@ from app.services.workstation import Workstation
 from app.ui.log_viewer import LogViewer
 from app.ui.page import Page
 from app.ui.page_paths import PAGE_PATHS
-from app.ui.pages.batch.panel import BatchPanel
-from app.ui.pages.bench.panel import BenchPanel
 from app.ui.pages.chat.panel import ChatPanel
-from app.ui.pages.modelfiles.panel import ModelfilePanel
-from app.ui.pages.models.discover import DiscoverPanel
-from app.ui.pages.models.downloads import DownloadsPanel
-from app.ui.pages.models.library import ModelsPanel
-from app.ui.pages.models.ollama import OllamaModelsPanel
-from app.ui.pages.monitor.panel import MonitorPanel
-from app.ui.pages.server.page import ServerPage
-from app.ui.pages.settings.page import SettingsPage
-from app.ui.pages.vllm.panel import VllmPanel
 from app.ui.status_bar import AppStatusBar
 from app.ui.style.icons import icon
 from app.ui.tasks import loop_running, spawn
 
+if TYPE_CHECKING:  # the pages' modules are imported when a page is first built, not at start-up
+    from app.ui.pages.batch.panel import BatchPanel
+    from app.ui.pages.bench.panel import BenchPanel
+    from app.ui.pages.modelfiles.panel import ModelfilePanel
+    from app.ui.pages.models.discover import DiscoverPanel
+    from app.ui.pages.models.downloads import DownloadsPanel
+    from app.ui.pages.models.library import ModelsPanel
+    from app.ui.pages.models.ollama import OllamaModelsPanel
+    from app.ui.pages.monitor.panel import MonitorPanel
+    from app.ui.pages.server.page import ServerPage
+    from app.ui.pages.settings.page import SettingsPage
+    from app.ui.pages.vllm.panel import VllmPanel
+
 WINDOW_CLASS = "llm-workstation"
 NAV_WIDE, NAV_NARROW, NAV_COMPACT_BELOW = 150, 48, 1150
 CLIENT_WARM_UP_DELAY_MS = 1500
+RESUME_DOWNLOADS_DELAY_MS = 250  # after the first frame: the window shows first, then downloads resume
 log = logging.getLogger("app.ui")
 
 
@@ -91,7 +95,6 @@ class MainWindow(QMainWindow):
         self._closing = False
         self._closed = False
         self._clients_warmed = False
-        self.downloads_panel  # noqa: B018 - unfinished downloads continue when the app starts
         if workstation.settings_problem:
             self.chat_panel.show_notice(workstation.settings_problem + " Default settings are used for now.")
 
@@ -225,6 +228,8 @@ class MainWindow(QMainWindow):
 
     @property
     def models_panel(self) -> ModelsPanel:
+        from app.ui.pages.models.library import ModelsPanel
+
         def build() -> ModelsPanel:
             panel = ModelsPanel(self.context, self)
             panel.load_in_chat_requested.connect(self.chat_with_model)
@@ -239,6 +244,8 @@ class MainWindow(QMainWindow):
 
     @property
     def downloads_panel(self) -> DownloadsPanel:
+        from app.ui.pages.models.downloads import DownloadsPanel
+
         def build() -> DownloadsPanel:
             panel = DownloadsPanel(self.context, self)
             panel.download_completed.connect(self._download_completed)
@@ -251,12 +258,16 @@ class MainWindow(QMainWindow):
 
     @property
     def discover_panel(self) -> DiscoverPanel:
+        from app.ui.pages.models.discover import DiscoverPanel
+
         page = self._sub_page("discover", lambda: DiscoverPanel(self.context, self.downloads_panel, self))
         assert isinstance(page, DiscoverPanel)
         return page
 
     @property
     def ollama_models_panel(self) -> OllamaModelsPanel:
+        from app.ui.pages.models.ollama import OllamaModelsPanel
+
         def build() -> OllamaModelsPanel:
             panel = OllamaModelsPanel(self.context, self)
             panel.chat_requested.connect(self.chat_with_model)
@@ -268,6 +279,8 @@ class MainWindow(QMainWindow):
 
     @property
     def modelfile_panel(self) -> ModelfilePanel:
+        from app.ui.pages.modelfiles.panel import ModelfilePanel
+
         def build() -> ModelfilePanel:
             panel = ModelfilePanel(self.context, self)
             panel.use_in_chat_requested.connect(self.use_modelfile_in_chat)
@@ -279,6 +292,8 @@ class MainWindow(QMainWindow):
 
     @property
     def vllm_panel(self) -> VllmPanel:
+        from app.ui.pages.vllm.panel import VllmPanel
+
         def build() -> VllmPanel:
             panel = VllmPanel(self.context, self)
             panel.settings_changed_requested.connect(self.apply_setting_changes)
@@ -290,18 +305,24 @@ class MainWindow(QMainWindow):
 
     @property
     def batch_panel(self) -> BatchPanel:
+        from app.ui.pages.batch.panel import BatchPanel
+
         page = self._sub_page("batch", lambda: BatchPanel(self.context, self))
         assert isinstance(page, BatchPanel)
         return page
 
     @property
     def bench_panel(self) -> BenchPanel:
+        from app.ui.pages.bench.panel import BenchPanel
+
         page = self._sub_page("bench", lambda: BenchPanel(self.context, self))
         assert isinstance(page, BenchPanel)
         return page
 
     @property
     def monitor_panel(self) -> MonitorPanel:
+        from app.ui.pages.monitor.panel import MonitorPanel
+
         def build() -> MonitorPanel:
             panel = MonitorPanel(self.context, self)
             panel.alerts_changed.connect(self.status.show_alerts)
@@ -314,12 +335,16 @@ class MainWindow(QMainWindow):
 
     @property
     def server_page(self) -> ServerPage:
+        from app.ui.pages.server.page import ServerPage
+
         page = self._sub_page("server", lambda: ServerPage(self.context, self))
         assert isinstance(page, ServerPage)
         return page
 
     @property
     def settings_page(self) -> SettingsPage:
+        from app.ui.pages.settings.page import SettingsPage
+
         def build() -> SettingsPage:
             page = SettingsPage(self.context, self)
             page.settings_saved.connect(self.apply_settings)
@@ -443,15 +468,23 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if not self._clients_warmed:
             self._clients_warmed = True
+            QTimer.singleShot(RESUME_DOWNLOADS_DELAY_MS, self, self._resume_downloads)
             QTimer.singleShot(CLIENT_WARM_UP_DELAY_MS, self._warm_up_clients)
             if self.context.settings.api_autostart:  # the local API server starts with the window
                 QTimer.singleShot(0, self, lambda: self.server_page.start())
 
+    def _resume_downloads(self) -> None:
+        """Unfinished downloads continue once the window is up (their page is built for that)."""
+        if not (self._closing or self._closed):
+            self.downloads_panel  # noqa: B018
+
     def _warm_up_clients(self) -> None:
-        """Load the HTTP and Ollama client libraries on a worker thread soon after start-up, so the first
-        page that talks to a server does not pay ~250 ms of imports on the Qt thread."""
+        """Soon after start-up: list Ollama's models for the chat, and load the HTTP and Ollama client libraries
+        on a worker thread so the first page that talks to a server does not pay ~250 ms of imports on the Qt
+        thread."""
         if loop_running() and not (self._closing or self._closed):
             spawn(_import_clients(), "warm-up imports")
+            spawn(self.chat_panel.refresh_ollama_models(), "list Ollama models")  # for the chat's model picker
             self.monitor_panel  # noqa: B018 - built now so its alerts reach the status bar (it samples 3 s later)
 
     def closeEvent(self, event: QCloseEvent) -> None:

@@ -280,7 +280,7 @@ def test_large_table_rule_ends_tables_where_markdown_it_does(text: str, monkeypa
     plain = MarkdownIt("commonmark").enable("table")
     expected = [t.map for t in plain.parse(text) if t.type == "table_open"]
     monkeypatch.setattr(markdown_tables, "MAX_TABLE_CELLS", 0)  # every table counts as large
-    tokens = markdown_stream._MD.parse(text)
+    tokens = markdown_stream._parser().parse(text)
     assert not [t for t in tokens if t.type == "table_open"]
     assert [t.map for t in tokens if t.type == "table_text"] == expected
     assert expected  # the case has a table

@@ -55,6 +55,19 @@ def test_a_model_loads_on_first_use_with_its_saved_settings_and_unloads_when_idl
         assert not api.wait_for(lambda: len(_loads(api, ModelUnloaded)) > 2, 1.2)  # ttl 30 s beats the 0.6 s
 
 
+def test_a_jit_load_that_will_not_fit_is_refused_with_the_estimate_and_nothing_loads(folder, tmp_path):
+    import openai
+
+    settings = tmp_path / "model-settings.json"
+    with ApiHarness(folder, ServerConfig(port=0), settings_file=settings) as api:
+        api.settings.set(str(folder / "tiny-a.gguf"), ModelSettings(load=LoadParams(n_ctx=999_999_999)))
+        with pytest.raises(openai.BadRequestError) as refused:
+            api.openai().chat.completions.create(model="tiny-a", messages=HI, max_tokens=2)
+        message = refused.value.body["message"] if isinstance(refused.value.body, dict) else str(refused.value)
+        assert "memory" in message.lower() or "fit" in message.lower(), message
+        assert api.host.loaded(EngineKind.LLAMACPP) is None and not _loads(api)
+
+
 def test_a_model_loaded_by_someone_else_stays_loaded(folder):
     with ApiHarness(folder, ServerConfig(port=0, idle_ttl_s=0.2)) as api:
         api.run(api.host.load(str(folder / "tiny-a.gguf"), LoadParams(n_ctx=512)))

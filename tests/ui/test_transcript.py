@@ -561,9 +561,9 @@ def table_row(i: int, columns: int) -> str:
 
 def test_streamed_table_rerenders_only_what_changed(view: TranscriptView, qtbot, monkeypatch) -> None:
     parsed: list[int] = []  # characters handed to markdown-it
-    real_parse = markdown_stream._MD.parse
+    real_parse = markdown_stream._parser().parse
     monkeypatch.setattr(
-        markdown_stream._MD, "parse", lambda src, env=None: (parsed.append(len(src)), real_parse(src, env))[1]
+        markdown_stream._parser(), "parse", lambda src, env=None: (parsed.append(len(src)), real_parse(src, env))[1]
     )
     view.show_messages([Message(Role.USER, "a table")])
     view.begin_reply()

@@ -12,16 +12,16 @@ above :data:`~app.core.markdown_tables.MAX_TABLE_CELLS` cells is shown as text w
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-from markdown_it.common.utils import mdTrim
-from markdown_it.rules_block.state_block import StateBlock
-from markdown_it.rules_core.state_core import StateCore
-from markdown_it.token import Token
+if TYPE_CHECKING:  # markdown-it (~90 ms) is imported on the first render, not with the window
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_core.state_core import StateCore
+    from markdown_it.token import Token
 
 from app.core.markdown_tables import TABLE_TEXT_CHARS, big_table, row_cells, table_rows, table_text_html
 
@@ -86,6 +86,8 @@ def _plain_text(tokens: list[Token]) -> str:
 
 def _images_as_links(state: StateCore) -> None:
     """Core rule: each image becomes a link to it labelled ``[image: alt]`` (inside a link, just the label)."""
+    from markdown_it.token import Token
+
     for block in state.tokens:
         if block.type != "inline" or not block.children:
             continue
@@ -106,7 +108,10 @@ def _images_as_links(state: StateCore) -> None:
         block.children = out
 
 
-def _make_parser() -> MarkdownIt:
+@functools.cache
+def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
     md.validateLink = _safe_link  # type: ignore[method-assign]
     md.block.ruler.before("table", "big_table", big_table)
@@ -117,9 +122,6 @@ def _make_parser() -> MarkdownIt:
     return md
 
 
-_MD = _make_parser()
-
-
 def render_markdown(text: str, code_blocks: list[str] | None = None, *, code_font: str = "monospace") -> str:
     """Render ``text`` (CommonMark + tables + strikethrough, raw HTML escaped) to HTML.
 
@@ -128,7 +130,7 @@ def render_markdown(text: str, code_blocks: list[str] | None = None, *, code_fon
     ``font-family`` of code blocks.
     """
     env: dict[str, Any] = {_CODE_BLOCKS_KEY: code_blocks if code_blocks is not None else [], _CODE_FONT_KEY: code_font}
-    return _MD.render(text, env)
+    return _parser().render(text, env)
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ class MarkdownStream:
                 completed.append(self._commit(done))
                 env, tokens = self._parse_tail()
             if not self._open_table(tokens, preview):
-                tail_html = _MD.renderer.render(tokens, _MD.options, env)
+                tail_html = _parser().renderer.render(tokens, _parser().options, env)
                 return StreamUpdate("".join(completed), tail_html, "".join(preview))
 
     def finish(self) -> StreamUpdate:
@@ -247,13 +249,13 @@ class MarkdownStream:
     def _parse_tail(self) -> tuple[dict[str, Any], list[Token]]:
         env = self._tail_env()
         self.rendered_chars += len(self._tail)
-        return env, _MD.parse(self._tail, env)
+        return env, _parser().parse(self._tail, env)
 
     def _commit(self, done: str) -> str:
         """Render completed text for good, keeping its code blocks and link references."""
         env = self._tail_env()
         self.rendered_chars += len(done)
-        out = _MD.render(done, env)
+        out = _parser().render(done, env)
         self._references = env.get("references", {})
         self._committed_code = len(self.code_blocks)
         return out
@@ -296,6 +298,8 @@ class MarkdownStream:
             return False  # a link reference definition before it: left to the general path
         head = f"{lines[start]}\n{lines[start + 1]}\n"
         self._tail = lines[start + 2]
+        from markdown_it.common.utils import mdTrim
+
         self._table = _OpenTable(head, row_cells(mdTrim(lines[start])))
         note = '<p class="note">A long table: shown as text while it streams.</p>\n'
         preview.append(note + self._preview_html(head))
@@ -308,7 +312,9 @@ class MarkdownStream:
         complete = self._tail.count("\n")
         if not complete:
             return None
-        state = StateBlock(self._tail, _MD, {}, [])
+        from markdown_it.rules_block.state_block import StateBlock
+
+        state = StateBlock(self._tail, _parser(), {}, [])
         self.rendered_chars += len(self._tail)
         end, table.padded, _ = table_rows(state, 0, complete, table.columns, table.padded)
         if end:

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from app.core.errors import InvalidInputError
 
 # Each figure: the sample names to try, newest first (the first name present wins).
@@ -118,6 +116,8 @@ def parse_metrics(text: str, model_name: str | None = None) -> VllmMetrics:
     cache_configs: list[dict[str, str]] = []
     models: set[str] = set()
     try:
+        from prometheus_client.parser import text_string_to_metric_families  # ~70 ms: on first parse
+
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 labels = sample.labels

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from app.core.errors import ErrorKind
-from app.core.vllm.log import PhaseEvent
 from app.services.engines.events import VllmEndpoint
-from app.services.vllm.server import VllmServerError
+
+if TYPE_CHECKING:  # the vLLM server's module (~80 ms) is imported when a server is started, not with the host
+    from app.core.vllm.log import PhaseEvent
+    from app.services.vllm.server import VllmServerError
 
 
 class EndpointBoard(Protocol):
@@ -78,6 +80,8 @@ class ManagedVllm:
         """Start ``server`` (it is ``self.server`` from now on) and offer it once ready. The task raises
         VllmServerError / OSError when it cannot start (the server is then forgotten), CancelledError when
         ``stop`` came first. A crash later withdraws it and calls ``on_crash``."""
+        from app.services.vllm.server import VllmServerError
+
         if self.server is not None:
             raise VllmServerError("The app's vLLM server is already running. Stop it first.", kind=ErrorKind.BUSY)
         self.server = server
@@ -106,6 +110,8 @@ class ManagedVllm:
         """Stop the server (cancelling a start in progress); the endpoint is withdrawn. Idempotent."""
         task, self._task = self._task, None
         if task is not None and not task.done():
+            from app.services.vllm.server import VllmServerError  # loaded already: a server was started
+
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, VllmServerError, OSError):
                 await task

@@ -157,7 +157,6 @@ class ChatPanel(ChatPanelLayout):
             self.show_notice(notice, "warning")
         self.models.show_settings()
         self._offer_vllm_entries()
-        spawn(self.refresh_ollama_models(), "list Ollama models")
         spawn(self._list_presets(), "list presets")
         self.models.restoring = spawn(self.models.restore_last(), "restore the last model")
 
