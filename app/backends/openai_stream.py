@@ -60,14 +60,14 @@ def request_body(
 ) -> dict[str, Any]:
     """The streaming ``/v1/chat/completions`` body: sampling in vLLM's terms (typical_p has no equivalent), and
     ``options`` as OpenAI's fields (vLLM enforces ``response_format`` and parses tool calls itself)."""
-    return {**_sampling_body(model, params), "messages": messages, **_options_body(options, chat=True)}
+    return {**_sampling_body(model, params, options), "messages": messages, **_options_body(options, chat=True)}
 
 
 def completion_body(
     model: str, prompt: str, params: SamplingParams, options: GenerationOptions | None = None
 ) -> dict[str, Any]:
     """The streaming ``/v1/completions`` body for a raw ``prompt``."""
-    return {**_sampling_body(model, params), "prompt": prompt, **_options_body(options, chat=False)}
+    return {**_sampling_body(model, params, options), "prompt": prompt, **_options_body(options, chat=False)}
 
 
 def _options_body(options: GenerationOptions | None, *, chat: bool) -> dict[str, Any]:
@@ -90,7 +90,13 @@ def _options_body(options: GenerationOptions | None, *, chat: bool) -> dict[str,
     return body
 
 
-def _sampling_body(model: str, params: SamplingParams) -> dict[str, Any]:
+# SamplingParams' names for vLLM's request fields
+_SAMPLING_FIELDS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
+                    "repeat_penalty": "repetition_penalty", "presence_penalty": "presence_penalty",
+                    "frequency_penalty": "frequency_penalty", "seed": "seed", "stop": "stop"}  # fmt: skip
+
+
+def _sampling_body(model: str, params: SamplingParams, options: GenerationOptions | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "stream": True,
@@ -109,6 +115,8 @@ def _sampling_body(model: str, params: SamplingParams) -> dict[str, Any]:
         body["seed"] = params.seed
     if params.stop:
         body["stop"] = list(params.stop)
+    for name in options.server_defaults if options is not None else ():  # the server's (the model's) defaults
+        body.pop(_SAMPLING_FIELDS.get(name, ""), None)
     return body
 
 
@@ -294,6 +302,7 @@ async def run_reply(
     *,
     client: Callable[[], httpx.AsyncClient],
     path: str = CHAT_PATH,
+    whole: bool = False,
     begin: Callable[[ChatStream], None] | None = None,
     end: Callable[[ChatStream, ReplyStats], None] | None = None,
     failure: Callable[[BaseException, str], Exception],
@@ -304,10 +313,12 @@ async def run_reply(
     ``end(stream, stats)`` once it has ended however it ended, its request closed and ``stream.stats`` set.
     A failure is raised as ``failure(exc, partial_text)``. The finish reason is "stopped" when ``stop()`` ended
     the reply or the consumer stopped reading, "error" after a failure, else the server's ("stop" by default).
+    With ``whole`` the server is asked for the reply in one piece (no SSE): one delta carries all of it.
     """
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     reply = Reply(sent_at=time.perf_counter())
-    stream._pump = asyncio.create_task(_pump(client(), body, queue, path))
+    reading = _pump_whole(client(), body, queue, path) if whole else _pump(client(), body, queue, path)
+    stream._pump = asyncio.create_task(reading)
     if begin is not None:
         begin(stream)
     finish: str | None = None
@@ -339,6 +350,43 @@ async def run_reply(
         stream.stats = stats = reply.stats(finish or "stopped")  # None: the consumer stopped reading
         if end is not None:
             end(stream, stats)
+
+
+async def _pump_whole(
+    client: httpx.AsyncClient, body: dict[str, Any], queue: asyncio.Queue[tuple[str, Any]], path: str
+) -> None:
+    """Ask for the reply in one piece (``stream`` off: a server's SSE costs it CPU per token) and put it into
+    ``queue`` as one chunk in the streamed shape; cancelling this task closes the HTTP request."""
+    body = {key: value for key, value in body.items() if key != "stream_options"} | {"stream": False}
+    try:
+        response = await client.post(path, json=body)
+        payload = json_or_none(response)
+        if response.status_code != 200:
+            raise HttpError(response.status_code, error_message(payload) or response.text)
+        queue.put_nowait(("chunk", whole_as_chunk(payload)))
+        queue.put_nowait(("end", None))
+    except asyncio.CancelledError:
+        queue.put_nowait(("stopped", None))
+        raise
+    except Exception as exc:
+        queue.put_nowait(("error", exc))
+
+
+def whole_as_chunk(payload: Any) -> Any:
+    """A whole (non-streamed) answer in the shape of one streamed chunk: each choice's ``message`` becomes its
+    ``delta`` (tool calls numbered as streamed ones are); errors and odd shapes pass through for ``absorb``."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
+        return payload
+    choices = []
+    for choice in payload["choices"]:
+        if isinstance(choice, dict) and isinstance(message := choice.get("message"), dict):
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                calls = [{**c, "index": i} if isinstance(c, dict) else c for i, c in enumerate(calls)]
+                message = {**message, "tool_calls": calls}
+            choice = {key: value for key, value in choice.items() if key != "message"} | {"delta": message}
+        choices.append(choice)
+    return {**payload, "choices": choices}
 
 
 async def _pump(

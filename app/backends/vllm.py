@@ -150,7 +150,7 @@ class VllmBackend(BackendBase):
         ``options`` travel as OpenAI's fields: vLLM enforces ``response_format`` itself and, when started with
         tool parsing on, returns ``tool_calls``; a request it refuses raises RequestRefusedError (HTTP 400)."""
         self._check_options(options)
-        return self._open(request_body(self._served, messages, params, options), CHAT_PATH)
+        return self._open(request_body(self._served, messages, params, options), CHAT_PATH, options)
 
     def stream_completion(
         self, prompt: str, params: SamplingParams, options: GenerationOptions | None = None
@@ -159,7 +159,7 @@ class VllmBackend(BackendBase):
         self._check_options(options)
         if options is not None and options.tools:
             raise InvalidInputError("A text completion cannot call tools; send the tools with a chat instead.")
-        return self._open(completion_body(self._served, prompt, params, options), COMPLETIONS_PATH)
+        return self._open(completion_body(self._served, prompt, params, options), COMPLETIONS_PATH, options)
 
     def _check_options(self, options: GenerationOptions | None) -> None:
         if self._model is None:
@@ -170,9 +170,10 @@ class VllmBackend(BackendBase):
         if options.grammar is not None:
             raise InvalidInputError("A raw grammar works on llama.cpp only; ask vLLM for a JSON schema instead.")
 
-    def _open(self, body: dict[str, Any], path: str) -> ChatStream:
+    def _open(self, body: dict[str, Any], path: str, options: GenerationOptions | None) -> ChatStream:
+        whole = options is not None and options.whole
         return ChatStream(lambda stream: run_reply(
-            stream, body, client=lambda: self._client, path=path, begin=self._begin, end=self._end,
+            stream, body, client=lambda: self._client, path=path, whole=whole, begin=self._begin, end=self._end,
             failure=self._generation_error,
         ))  # fmt: skip
 

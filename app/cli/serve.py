@@ -183,7 +183,7 @@ def run_bench(args: argparse.Namespace) -> int:
     import json
 
     from app.core.params import LoadParams
-    from app.devtools import serve_bench
+    from app.devtools import chat_bench, serve_bench
 
     threads = args.threads or max((os.cpu_count() or 2) // 2, 1)
     load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format or None, n_threads=threads)
@@ -196,7 +196,7 @@ def run_bench(args: argparse.Namespace) -> int:
     baseline = not args.no_baseline_server
     if baseline and (missing := serve_bench.llama_cpp_server_missing()):
         return fail(f"{missing}; or pass --no-baseline-server.", EXIT_BAD_INPUT)
-    no_repack = args.no_repack or serve_bench.repacking_off_here()
+    no_repack = args.no_repack or chat_bench.repacking_off_here()
     try:
         report = serve_bench.bench_serve(
             model, load, max_tokens=args.max_tokens, runs=args.runs, baseline=baseline, no_repack=no_repack,

@@ -103,6 +103,9 @@ class GenerationOptions:
     logprobs: bool = False
     top_logprobs: int | None = None
     grammar: str | None = None
+    whole: bool = False  # the caller takes the reply at once (not streamed): a server may send it in one piece
+    # SamplingParams fields an API client left unset: a server engine (vLLM) applies its own defaults for them
+    server_defaults: tuple[str, ...] = ()
 
     # --- what is asked, in short ------------------------------------------------------------------------
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -9,11 +10,13 @@ from typing import Any
 
 from app.backends.llamacpp.backend import LlamaCppBackend
 from app.backends.llamacpp.engine import sampling_kwargs
+from app.backends.llamacpp.repack import NO_REPACK_ENV, model_params_without_repacking, repacking_disabled
 from app.core.chat.formats import choose_chat_format
 from app.core.gguf.header import read_gguf_header
 from app.core.params import LoadParams, SamplingParams
 from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
+from app.services.paths import app_paths
 
 # Distinct openings so that neither path reuses the other run's prompt cache.
 BENCH_PROMPTS = (
@@ -56,7 +59,7 @@ def _decode_rate(tokens: int, first: float, last: float) -> float:
 class RawPath:
     """llama-cpp-python in this process, with exactly the worker's settings."""
 
-    def __init__(self, model: str, load: LoadParams) -> None:
+    def __init__(self, model: str, load: LoadParams, no_repack: bool = False) -> None:
         import llama_cpp
 
         from app.backends.llamacpp.engine import LlamaEngine
@@ -66,7 +69,8 @@ class RawPath:
         offload = bool(llama_cpp.llama_supports_gpu_offload())
         n_gpu_layers = load.n_gpu_layers if load.n_gpu_layers is not None else (-1 if offload else 0)
         kwargs = LlamaEngine.llama_kwargs(load, n_gpu_layers, choice.chat_format)
-        self.llm = llama_cpp.Llama(model_path=model, **kwargs)
+        with model_params_without_repacking(no_repack):
+            self.llm = llama_cpp.Llama(model_path=model, **kwargs)
 
     def run(self, prompt: str, sampling: SamplingParams) -> Sample:
         started = time.perf_counter()
@@ -92,6 +96,11 @@ class RawPath:
         self.llm.close()
 
 
+def repacking_off_here() -> bool:
+    """Whether the app's worker runs without llama.cpp's repacking on this machine (its kernels crashed here)."""
+    return repacking_disabled() or app_paths().llama_kernel_fallback.exists()
+
+
 async def _app_run(host: EngineHost, prompt: str, sampling: SamplingParams) -> Sample:
     reply = host.stream_chat(EngineKind.LLAMACPP, [{"role": "user", "content": prompt}], sampling)
     async for _ in reply:
@@ -104,9 +113,12 @@ async def _app_run(host: EngineHost, prompt: str, sampling: SamplingParams) -> S
 async def bench_chat(model: str, load: LoadParams, max_tokens: int, runs: int) -> dict[str, Any]:
     """Alternate raw and app runs on the same prompts and settings; report medians and ratios. The app's path is
     the one the window, the CLI and the API take: the engine host, its llama.cpp worker process."""
+    no_repack = repacking_off_here()
+    if no_repack:  # as the app's worker runs here: llama.cpp's repacked kernels crashed on this machine
+        os.environ[NO_REPACK_ENV] = "1"
     host = EngineHost(LlamaCppBackend())
     await host.load(model, load)
-    raw = RawPath(model, load)
+    raw = RawPath(model, load, no_repack)
     app_path, raw_path = PathSummary("app (engine host, worker process)"), PathSummary("raw llama-cpp-python")
     try:
         for index in range(runs + 1):  # run 0 warms both up and is not counted

@@ -31,10 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.backends.llamacpp.repack import NO_REPACK_ENV, model_params_without_repacking, repacking_disabled
+from app.backends.llamacpp.repack import NO_REPACK_ENV, model_params_without_repacking
 from app.core.params import LoadParams, SamplingParams
 from app.devtools.chat_bench import BENCH_PROMPTS, RawPath, Sample
-from app.services.paths import app_paths
 
 SERVER_START_TIMEOUT_S = 120.0
 # llama_cpp.server with llama.cpp's weight repacking off (as the app's worker runs after its kernels crashed here)
@@ -362,11 +361,6 @@ def bench_serve(
     if vllm_url:
         report["vllm"] = bench_vllm(vllm_url, vllm_requests, 64)
     return report
-
-
-def repacking_off_here() -> bool:
-    """Whether the app's worker runs without llama.cpp's repacking on this machine (its kernels crashed here)."""
-    return repacking_disabled() or app_paths().llama_kernel_fallback.exists()
 
 
 def starter_model() -> Path:

@@ -114,6 +114,31 @@ def test_each_model_runs_in_its_engine(api, ollama, vllm):
     assert clash.content[0].text.startswith("You said") and clash.model == "ollama/shared:latest"
 
 
+def test_vllm_gets_whole_requests_whole_and_keeps_its_own_sampling_defaults(api, vllm):
+    """A non-streamed request reaches vLLM without SSE (its per-token cost is the server's); what the client left
+    unset is left to vLLM (the model's generation defaults), not filled with the app's llama.cpp settings."""
+    whole = api.openai().chat.completions.create(model="tiny-llama", messages=HI, max_tokens=50, temperature=0.2)
+    assert whole.choices[0].message.content == "You said: hello there" and whole.usage.completion_tokens > 0
+    sent = vllm.requests_to("/v1/chat/completions")[-1].json
+    assert sent["stream"] is False and "stream_options" not in sent
+    assert sent["temperature"] == 0.2 and sent["max_tokens"] == 50
+    assert not {"top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty"} & sent.keys()
+
+    streamed = api.openai().chat.completions.create(model="tiny-llama", messages=HI, max_tokens=50, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == "You said: hello there"
+    assert vllm.requests_to("/v1/chat/completions")[-1].json["stream"] is True
+
+    vllm.tool_arguments = {"city": "Oslo"}
+    try:
+        called = api.openai().chat.completions.create(
+            model="tiny-llama", messages=HI, tools=TOOLS, tool_choice="required"
+        )
+    finally:
+        vllm.tool_arguments = {}
+    call = called.choices[0].message.tool_calls[0]
+    assert json.loads(call.function.arguments) == {"city": "Oslo"} and called.choices[0].finish_reason == "tool_calls"
+
+
 def test_vllm_takes_requests_side_by_side(api, vllm):
     vllm.token_delay_s = 0.05
     try:

@@ -9,7 +9,7 @@ import contextlib
 import hmac
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.core import safe_json
 from app.core.errors import AppError
+from app.core.params import GenerationOptions
 from app.services.api import anthropic_render, openai_render
 from app.services.api.anthropic_requests import count_call, messages_call
 from app.services.api.catalog import ModelCatalog, ServedModel
@@ -244,12 +245,18 @@ class Api:
         limit = self.config.max_tokens_limit
         sampling = call.sampling_params(self.router.sampling(model), limit, lease.info.n_ctx)
         loaded = self.host.loaded(kind)
+        unset = _SERVER_SAMPLING - call.sampling.keys() if kind is EngineKind.VLLM else frozenset()
+        options = replace(
+            call.options or GenerationOptions(),
+            whole=not call.stream,  # vLLM: the reply in one piece, without SSE's cost per token
+            server_defaults=tuple(sorted(unset)),  # vLLM's own (the model's) defaults for what the client left unset
+        )
         if call.prompt is not None:
-            stream = self.host.complete(kind, call.prompt, sampling, call.options)
+            stream = self.host.complete(kind, call.prompt, sampling, options)
             parser = None
         else:
-            parser = await reply_parser(kind, loaded, call.options)
-            stream = self.host.stream_chat(kind, call.messages, sampling, call.options)
+            parser = await reply_parser(kind, loaded, options)
+            stream = self.host.stream_chat(kind, call.messages, sampling, options)
         return ReplyRun(
             stream, parser, engine=str(kind), want_logprobs=call.options.logprobs,
             still_loaded=lambda: self._still_loaded(model),
@@ -301,6 +308,11 @@ class Api:
             finish_reason=run.finish_reason if status == 200 else None,
             wait_ms=wait, load_ms=lease.load_ms,
         )  # fmt: skip
+
+
+_SERVER_SAMPLING = frozenset(
+    {"temperature", "top_p", "top_k", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty"}
+)
 
 
 def _parse(data: bytes) -> dict[str, Any]:
