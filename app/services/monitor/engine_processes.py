@@ -16,6 +16,7 @@ import psutil
 
 from app.backends.protocol import Backend, KvUsage, WorkerProcessBackend
 from app.core.monitor.snapshot import GpuReading, ProcessRow
+from app.services.library.names import model_display_name
 
 if TYPE_CHECKING:
     from app.services.engines.host import EngineHost
@@ -107,7 +108,8 @@ def llamacpp_target(backend: Backend) -> EngineTarget | None:
     pid, model = backend.worker_pid, backend.model
     if pid is None and model is None:
         return None
-    label = f"llama.cpp: {model.name}" if model is not None else "llama.cpp worker (no model)"
+    name = model_display_name(model.name, model.path) if model is not None else ""
+    label = f"llama.cpp: {name}" if model is not None else "llama.cpp worker (no model)"
     generated = backend.generated_tokens_total
     return EngineTarget("llamacpp", label, model is not None, pid, backend.kv_usage(), generated_tokens=generated)
 

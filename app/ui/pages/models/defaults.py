@@ -43,6 +43,7 @@ class ModelDefaultsBox(QWidget):
         self.context_size.setRange(256, MAX_CONTEXT)
         self.context_size.setSingleStep(1024)
         self.context_size.setSuffix(" tokens")
+        self.context_size.setGroupSeparatorShown(True)  # 4,096 as everywhere else
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(-1, 999)
         self.gpu_layers.setSpecialValueText("all (when there is a GPU)")
@@ -53,6 +54,7 @@ class ModelDefaultsBox(QWidget):
         self.max_tokens.setSingleStep(128)
         self.max_tokens.setSpecialValueText("until the context is full")
         self.max_tokens.setSuffix(" tokens")
+        self.max_tokens.setGroupSeparatorShown(True)  # 4,096 as everywhere else
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         form.addRow("Context", self.context_size)

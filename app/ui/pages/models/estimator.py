@@ -57,6 +57,7 @@ class ModelEstimator(QWidget):
         self.context_size.setSingleStep(1024)
         self.context_size.setValue(4096)
         self.context_size.setSuffix(" tokens")
+        self.context_size.setGroupSeparatorShown(True)  # 4,096 as everywhere else
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(0, 0)
         self.type_k = QComboBox()

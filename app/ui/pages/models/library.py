@@ -351,8 +351,17 @@ class ModelsPanel(QWidget):
         self.problems_label.setText("\n".join(scan.problems))
         self.problems_label.setVisible(bool(scan.problems))
         self._update_page()
-        if selected is not None:
-            self.select_path(selected.path)
+        if selected is None or not self.select_path(selected.path):
+            self._select_something()
+
+    def _select_something(self) -> None:
+        """With nothing chosen yet, the details show the loaded model (else the first row): what it is and
+        whether it fits, without a click."""
+        for path in self.loaded.values():
+            if self.select_path(path):
+                return
+        if self.proxy.rowCount() > 0:
+            self.table.selectRow(0)
 
     def _search_changed(self, text: str) -> None:
         self.proxy.set_search(text)

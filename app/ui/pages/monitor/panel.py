@@ -71,6 +71,11 @@ def default_sampler(targets: Callable[[], Sequence[EngineTarget]]) -> MonitorSam
     return MonitorSampler(targets=targets)
 
 
+# What an empty chart waits for (the engines' figures only move while they work)
+TOKENS_WAITING = "Shows while an engine generates: send a message in Chat, or run a batch or a bench."
+REQUESTS_WAITING = "Shows vLLM's running and waiting requests once a vLLM server runs."
+
+
 class MonitorPanel(QWidget):
     snapshot_arrived = Signal(object, object)  # MonitorSnapshot, tuple[Alert, ...]; emitted on the sampler thread
     alerts_changed = Signal(list)  # the alert messages now in force (empty: none)
@@ -154,8 +159,8 @@ class MonitorPanel(QWidget):
         charts = {
             "memory": ChartWidget("Memory", format_bytes, axis="bytes"),
             "kv": ChartWidget("KV cache", lambda v: f"{v:.0%}", axis="fraction", empty_text=waiting),
-            "tokens": ChartWidget("Tokens/s", lambda v: f"{v:,.0f}", axis="number", empty_text=waiting),
-            "requests": ChartWidget("Requests", lambda v: f"{v:.0f}", axis="count", empty_text=waiting),
+            "tokens": ChartWidget("Tokens/s", lambda v: f"{v:,.0f}", axis="number", empty_text=TOKENS_WAITING),
+            "requests": ChartWidget("Requests", lambda v: f"{v:.0f}", axis="count", empty_text=REQUESTS_WAITING),
         }
         charts["kv"].y_max = 1.0
         for name, chart in charts.items():
