@@ -3,18 +3,19 @@ import sys
 
 
 def _entry() -> int:
+    from app.backends.llamacpp.process import FROZEN_WORKER_FLAG, restore_library_path
+
     if getattr(sys, "frozen", False):
-        from app.backends.llamacpp.process import FROZEN_WORKER_FLAG, restore_library_path
-
         restore_library_path(os.environ)  # a bundled child (the worker) gets the path again from its bootloader
-        if sys.argv[1:2] == [FROZEN_WORKER_FLAG]:  # the bundle starting its llama.cpp worker
-            from app.backends.llamacpp.worker import main as worker_main
 
-            del sys.argv[1]
-            worker_main()
-            return 0
-        if sys.argv[1:2] in (["-m"], ["-c"]) and len(sys.argv) > 2:
-            return _run_as_python(sys.argv[1:])
+    if sys.argv[1:2] == [FROZEN_WORKER_FLAG]:  # a frozen bundle starting its llama.cpp worker
+        from app.backends.llamacpp.worker import main as worker_main
+
+        del sys.argv[1]
+        worker_main()
+        return 0
+    if getattr(sys, "frozen", False) and sys.argv[1:2] in (["-m"], ["-c"]) and len(sys.argv) > 2:
+        return _run_as_python(sys.argv[1:])
     from app.cli import main
 
     return main()
