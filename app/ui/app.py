@@ -82,6 +82,8 @@ def run_gui(screenshot: Screenshot | None = None, smoke: bool = False) -> int:
     watchdog.start()
     if screenshot:
         window.resize(*screenshot.size)
+    else:
+        _close_on_signals(window)  # before the window is mapped: a SIGTERM from then on closes it the normal way
     window.show()
     with loop:
         if screenshot or smoke:
@@ -104,7 +106,6 @@ def window_icon(svg: Path) -> QIcon:
 async def _run_until_quit(app: QApplication, window: MainWindow) -> None:
     closed = asyncio.Event()
     app.aboutToQuit.connect(closed.set)
-    _close_on_signals(window)
     shown_at = time.time()
     await window.chat_panel.start()
     _write_startup_report(shown_at)

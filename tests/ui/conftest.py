@@ -139,3 +139,38 @@ def make_standalone_panel(qloop, qtbot):
         await drain(60)  # a task still running after that fails the test in qloop's teardown, named
 
     qloop.run_until_complete(finish())
+
+
+@pytest.fixture
+def make_framed_page(qloop):
+    """``make_framed_page(build, context=None)``: ``build(workstation)`` in a frame shaped like the main window
+    (menus, navigation, status bar) at 1024×700, on its own Workstation unless one is given; after the test the
+    tasks it started end, then each page is shut down and its Workstation closed."""
+    import contextlib
+
+    from app.services.logbuffer import install_logging
+    from app.services.paths import app_paths
+    from app.services.workstation import Workstation
+    from app.ui.tasks import running_tasks
+    from tests.support.page_frame import window_frame
+    from tests.support.waiting import until
+
+    frames, pages = contextlib.ExitStack(), []
+
+    def make(build, context=None):
+        context = context or Workstation.create(app_paths().ensure(), install_logging("INFO", None))
+        page = build(context)
+        frames.enter_context(window_frame(page))
+        pages.append(page)
+        return page
+
+    yield make
+
+    async def finish():
+        await until(lambda: not running_tasks())
+        for page in pages:
+            await page.shutdown()
+            await page.context.close()
+
+    qloop.run_until_complete(finish())
+    frames.close()

@@ -258,6 +258,27 @@ def test_ollama_not_running_is_calm(qtbot, qloop, make_window, monkeypatch):
     qloop.run_until_complete(scenario())
 
 
+def test_the_picker_lists_the_ollama_the_settings_name_after_a_change(qloop, make_window, monkeypatch):
+    from dataclasses import replace
+
+    from tests.support.fake_ollama import FakeOllama
+
+    with FakeOllama() as first, FakeOllama() as second:
+        first.add_model("llama3.2:latest")
+        second.add_model("qwen3:4b")
+        monkeypatch.setenv("OLLAMA_HOST", first.host)
+
+        async def scenario():
+            window = await make_window()
+            panel = window.chat_panel
+            await until(lambda: "ollama:llama3.2:latest" in _entries(panel))  # listed soon after start-up
+            window.apply_settings(replace(window.context.settings, ollama_host=second.host))
+            await until(lambda: "ollama:qwen3:4b" in _entries(panel), 10)
+            assert "ollama:llama3.2:latest" not in _entries(panel)
+
+        qloop.run_until_complete(scenario())
+
+
 def _entries(panel):
     return [panel.model_bar.models.itemData(i) for i in range(panel.model_bar.models.count())]
 

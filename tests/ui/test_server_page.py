@@ -4,46 +4,22 @@ persist, Stop frees the port, and the page fits a small laptop in both palettes.
 
 from __future__ import annotations
 
-import contextlib
-
 import httpx
 import pytest
 
 from app.core.settings import load_settings
-from app.ui.tasks import running_tasks
 from tests.support.layout import assert_fits
-from tests.support.page_frame import themed, window_frame
+from tests.support.page_frame import themed
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def make_page(qloop, qtbot):
-    from app.services.logbuffer import install_logging
-    from app.services.paths import app_paths
-    from app.services.workstation import Workstation
+def make_page(make_framed_page):
     from app.ui.pages.server.page import ServerPage
 
-    frames, pages = contextlib.ExitStack(), []
-
-    def make():
-        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-        page = ServerPage(context)
-        frames.enter_context(window_frame(page))
-        pages.append(page)
-        return page
-
-    yield make
-
-    async def finish():
-        await until(lambda: not running_tasks())
-        for page in pages:
-            await page.shutdown()
-            await page.context.close()
-
-    qloop.run_until_complete(finish())
-    frames.close()
+    return lambda: make_framed_page(ServerPage)
 
 
 def _cell(page, row: int, column: str) -> str:

@@ -3,7 +3,6 @@ and the log level applied at once, an unreadable settings file never overwritten
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 from dataclasses import replace
@@ -14,10 +13,8 @@ from PySide6.QtWidgets import QLineEdit
 from app.core.params import LoadParams, SamplingParams
 from app.core.settings import Settings, load_settings
 from app.ui.pages.settings.defaults_sections import FROM_MODEL
-from app.ui.tasks import running_tasks
 from tests.support.layout import assert_fits
-from tests.support.page_frame import themed, window_frame
-from tests.support.waiting import until
+from tests.support.page_frame import themed
 
 CUSTOM = Settings(
     model_folders=["/models/a", "/srv/gguf"],
@@ -55,36 +52,20 @@ CUSTOM = Settings(
 
 
 @pytest.fixture
-def make_page(qloop, qtbot):
-    """``make_page(settings)``: the page in a frame shaped like the main window (menus, navigation, status bar),
-    shown at 1024×700."""
+def make_page(make_framed_page):
+    """``make_page(settings)``: the page in a frame shaped like the main window, shown at 1024×700."""
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
     from app.services.workstation import Workstation
     from app.ui.pages.settings.page import SettingsPage
 
-    frames, pages = contextlib.ExitStack(), []
-
     def make(settings: Settings | None = None, context: Workstation | None = None) -> SettingsPage:
-        if context is None:
+        if context is None and settings is not None:
             context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-            if settings is not None:
-                context.settings = copy.deepcopy(settings)
-        page = SettingsPage(context)
-        frames.enter_context(window_frame(page))
-        pages.append(page)
-        return page
+            context.settings = copy.deepcopy(settings)
+        return make_framed_page(SettingsPage, context)
 
-    yield make
-
-    async def finish():
-        await until(lambda: not running_tasks())
-        for page in pages:
-            await page.shutdown()
-            await page.context.close()
-
-    qloop.run_until_complete(finish())
-    frames.close()
+    return make
 
 
 @pytest.fixture

@@ -42,7 +42,13 @@ from app.core.vllm.options import (
     shell_command,
     validate,
 )
-from app.services.vllm.environment import alive_processes, has_nvidia_gpu, is_engine_process, terminate_session
+from app.services.vllm.environment import (
+    VllmInstall,
+    alive_processes,
+    has_nvidia_gpu,
+    is_engine_process,
+    terminate_session,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -421,3 +427,11 @@ class VllmServer:
         if self._exited is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._exited.wait(), 3.0)
+
+
+def server_for_install(python: str, options: VllmServerOptions, install: VllmInstall | None) -> VllmServer:
+    """A server for the app to start (the engine host owns it once started); how to start it (module or script,
+    CPU build) as ``install`` was detected."""
+    if install is None:
+        return VllmServer(python, options)
+    return VllmServer(python, options, use_module=install.use_module, cpu_build=install.cpu_build)

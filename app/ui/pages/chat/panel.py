@@ -84,6 +84,7 @@ class ChatPanel(ChatPanelLayout):
         self._drawer_decided = workstation.settings.chat_drawer_open is not None
         self.closed = False
         self.ollama_models: set[str] = set()
+        self._ollama_listed: tuple[str | None] | None = None  # (the Ollama host last listed,); None: not yet
         self._connect()
         self._unsubscribe = self.host.subscribe(self._engine_event)
         self.set_chats_open(workstation.settings.chat_list_open)
@@ -181,6 +182,8 @@ class ChatPanel(ChatPanelLayout):
         self.model_bar.set_recent(list(settings.recent_models))
         self.drawer.set_restore_last(settings.restore_last_model)
         self.models.show_settings()
+        if self._ollama_listed is not None and self._ollama_listed != (settings.ollama_host or None,):
+            spawn(self.refresh_ollama_models(), "list Ollama models")  # another Ollama: its models, not the old ones
 
     def _chats_toggled(self, opened: bool) -> None:
         self.set_chats_open(opened)
@@ -454,7 +457,9 @@ class ChatPanel(ChatPanelLayout):
         """List Ollama's models in the model picker when Ollama runs; a stopped Ollama is not an error."""
         loop = asyncio.get_running_loop()
         module = await loop.run_in_executor(None, _import_ollama_service)
-        async with module.OllamaService(self.workstation.settings.ollama_host or None) as service:
+        host = self.workstation.settings.ollama_host or None
+        self._ollama_listed = (host,)
+        async with module.OllamaService(host) as service:
             status = await service.status()
             models = await service.list_models() if status.running else []
         self.model_bar.set_ollama_models([m.name for m in models], status.summary())

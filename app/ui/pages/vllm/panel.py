@@ -33,7 +33,7 @@ from app.core.vllm.options import VllmServerOptions
 from app.services.engines.events import EngineEvent, VllmEndpoint, VllmEndpointChanged
 from app.services.engines.vllm_server import ManagedServer
 from app.services.vllm.environment import VllmInstall
-from app.services.vllm.server import VllmServer, VllmServerError
+from app.services.vllm.server import VllmServerError, server_for_install
 from app.services.workstation import Workstation
 from app.ui.pages.vllm.environment_box import Detector, Installer, VllmEnvironmentBox, shrinkable
 from app.ui.pages.vllm.hardware import GpuProbe, machine_fit, read_gpus
@@ -56,13 +56,6 @@ LOG_HINT = "The start-up phases and vLLM's log show here once the server starts.
 ServerFactory = Callable[[str, VllmServerOptions, VllmInstall | None], ManagedServer]
 
 
-def default_server_factory(python: str, options: VllmServerOptions, install: VllmInstall | None) -> VllmServer:
-    """A real server; how to start it (module or script, CPU build) as detected."""
-    if install is None:
-        return VllmServer(python, options)
-    return VllmServer(python, options, use_module=install.use_module, cpu_build=install.cpu_build)
-
-
 class VllmPanel(QWidget):
     settings_changed_requested = Signal(dict)  # {"vllm_python": …} / {"vllm_options": …} / {"vllm_remote_url": …}
     server_ready = Signal(str, str, str)  # base URL, served model name, API key ("" when none)
@@ -81,7 +74,7 @@ class VllmPanel(QWidget):
         super().__init__(parent)
         self.context = context
         self._gpu_probe: GpuProbe = gpu_probe or read_gpus
-        self._factory: ServerFactory = server_factory or default_server_factory
+        self._factory: ServerFactory = server_factory or server_for_install
         self.host = context.host
         self.endpoint: tuple[str, str, str] | None = None  # (base URL, model, key) of the announced server
         self._unsubscribe = self.host.subscribe(self._engine_event)
