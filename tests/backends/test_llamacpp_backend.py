@@ -104,9 +104,10 @@ def test_generated_tokens_are_live_per_reply_and_total_only_grows(long_context_g
     replies, total = run(scenario())
     (first, first_end, first_stats), (second, second_end, second_stats) = replies
     assert first_end == first_stats.completion_tokens == 30 and second_end == second_stats.completion_tokens == 30
-    assert first[0][0] <= 3 and second[0][0] <= 3  # reset per reply: starts near 1, not at the prompt size
     lives = [live for live, _total in first + second]
-    assert lives[: len(first)] == sorted(lives[: len(first)]) and lives[-1] > lives[len(first)]
+    assert max(lives) == 30  # sampled tokens only: the prompt is never counted
+    assert min(lives) < 30  # updated while the reply streams, not only at its end (how far behind depends on load)
+    assert lives[: len(first)] == sorted(lives[: len(first)]) and lives[len(first) :] == sorted(lives[len(first) :])
     totals = [t for _live, t in first + second]
     assert totals == sorted(totals) and total == 60
     assert all(t == 30 + live for live, t in second)

@@ -150,7 +150,10 @@ async def _drain(stream) -> str:
 
 
 def test_engine_killed_under_load_is_reported_and_the_partial_reply_kept(vllm_python_path, tiny_llama_dir):
-    """A server of its own: its engine core is SIGKILLed while a reply streams."""
+    """A server of its own: its engine core is SIGKILLed while a reply streams.
+
+    The reply may be 2,000 tokens long (seconds of decoding) so that the kill, sent when the first piece arrives,
+    lands before the engine has finished even on a loaded machine."""
     import psutil
 
     from tests.support.vllm_support import running_vllm
@@ -163,7 +166,7 @@ def test_engine_killed_under_load_is_reported_and_the_partial_reply_kept(vllm_py
         pieces = []
         try:
             with pytest.raises(GenerationError) as failure:
-                async for delta in backend.stream_chat(HELLO, SamplingParams(max_tokens=480, temperature=0.0)):
+                async for delta in backend.stream_chat(HELLO, SamplingParams(max_tokens=2000, temperature=0.0)):
                     pieces.append(delta.text)
                     if len(pieces) == 1:
                         for engine in engines:
@@ -172,7 +175,7 @@ def test_engine_killed_under_load_is_reported_and_the_partial_reply_kept(vllm_py
         finally:
             await backend.close()
 
-    with running_vllm(vllm_python_path, tiny_llama_dir) as running:
+    with running_vllm(vllm_python_path, tiny_llama_dir, max_model_len=2048) as running:
         error, received = run(scenario(running), timeout=300)
     assert received and error.partial.startswith(received[:1])
     assert "partial reply was kept" in str(error).lower() or "partial" in str(error).lower()

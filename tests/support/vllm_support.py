@@ -237,15 +237,18 @@ class RunningVllm:
 
 
 @contextlib.contextmanager
-def running_vllm(python: Path, model_dir: Path, *, startup_timeout_s: float = 600.0) -> Iterator[RunningVllm]:
-    """Start one real vLLM server on the tiny model (``--enforce-eager``, 1 GiB KV cache, 512 tokens); stop it after."""
+def running_vllm(
+    python: Path, model_dir: Path, *, startup_timeout_s: float = 600.0, max_model_len: int = 512
+) -> Iterator[RunningVllm]:
+    """Start one real vLLM server on the tiny model (``--enforce-eager``, 1 GiB KV cache, 512 tokens unless told);
+    stop it after."""
     from app.core.vllm.options import VllmServerOptions
     from app.services.vllm.server import VllmServer
 
     options = VllmServerOptions(
         model=str(model_dir),
         served_model_name=SESSION_SERVED_NAME,
-        max_model_len=512,
+        max_model_len=max_model_len,
         enforce_eager=True,
         api_key=SESSION_API_KEY,
     )
