@@ -58,6 +58,27 @@ class ReplyStats:
         return " · ".join(parts)
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A file sent with a message (today: an image), kept in the app's attachments folder under ``path``."""
+
+    kind: str  # "image"
+    path: str  # relative to the attachments folder (content-addressed, e.g. "ab/ab12….png")
+    mime: str
+    name: str = ""  # the name the user's file had
+    width: int = 0
+    height: int = 0
+    size: int = 0  # bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attachment:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
 @dataclass
 class Message:
     role: Role
@@ -69,9 +90,19 @@ class Message:
     settings: dict[str, Any] = field(default_factory=dict)
     stats: ReplyStats | None = None
     error: str | None = None
+    reasoning: str = ""  # the model's thinking, kept apart from ``content`` (which never holds <think> tags)
+    attachments: list[Attachment] = field(default_factory=list)
 
     def as_prompt(self) -> dict[str, str]:
         return {"role": str(self.role), "content": self.content}
+
+
+class OverflowPolicy(StrEnum):
+    """What a chat does when its history no longer fits the model's context."""
+
+    DROP_OLDEST = "drop_oldest"  # the default: drop the oldest turns, keep the system prompt
+    TRUNCATE_MIDDLE = "truncate_middle"  # keep the first and the latest turns, drop those between
+    STOP = "stop"  # refuse to send; the user decides
 
 
 @dataclass
@@ -81,6 +112,11 @@ class Conversation:
     messages: list[Message] = field(default_factory=list)
     id: int | None = None
     updated_at: float = 0.0
+    forked_from: int | None = None  # the chat this one was forked from (it may since have been deleted)
+    forked_at: int | None = None  # the 1-based index, in that chat, of the last message the fork copied
+    pinned: bool = False
+    folder: str = ""  # "" = no folder
+    overflow: OverflowPolicy = OverflowPolicy.DROP_OLDEST
 
     def prompt_messages(self) -> list[dict[str, str]]:
         """The messages sent to a model: the system prompt, then every non-empty turn."""

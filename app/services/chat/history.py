@@ -23,7 +23,15 @@ from types import TracebackType
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from app.core import errors, safe_json
-from app.core.chat.conversation import Conversation, Message, MessageStatus, ReplyStats, Role
+from app.core.chat.conversation import (
+    Attachment,
+    Conversation,
+    Message,
+    MessageStatus,
+    OverflowPolicy,
+    ReplyStats,
+    Role,
+)
 from app.services.paths import private_database
 
 log = logging.getLogger(__name__)
@@ -104,8 +112,19 @@ def _to_v1(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX conversations_by_update ON conversations(updated_at)")
 
 
+def _to_v2(conn: sqlite3.Connection) -> None:
+    """Thinking kept apart from the answer, attachments (images), forks, pins, folders and the overflow policy."""
+    conn.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE messages ADD COLUMN attachments_json TEXT")
+    conn.execute("ALTER TABLE conversations ADD COLUMN forked_from INTEGER")
+    conn.execute("ALTER TABLE conversations ADD COLUMN forked_at INTEGER")
+    conn.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE conversations ADD COLUMN folder TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE conversations ADD COLUMN overflow TEXT NOT NULL DEFAULT 'drop_oldest'")
+
+
 # _MIGRATIONS[n] takes a database from schema version n to n + 1; append new steps, never edit old ones.
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1,)
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -218,13 +237,15 @@ def _message_fields(message: Message) -> dict[str, Any]:
         "settings_json": json.dumps(message.settings, default=str),
         "stats_json": json.dumps(vars(message.stats)) if message.stats else None,  # its fields (asdict is slow)
         "error": message.error,
+        "reasoning": message.reasoning,
+        "attachments_json": json.dumps([a.to_dict() for a in message.attachments]) if message.attachments else None,
     }
 
 
 _INSERT_MESSAGE = """INSERT INTO messages (conversation_id, position, role, content, status, model, backend,
-                                          settings_json, stats_json, error, created_at)
+                                          settings_json, stats_json, error, created_at, reasoning, attachments_json)
                       VALUES (:conversation_id, :position, :role, :content, :status, :model, :backend,
-                              :settings_json, :stats_json, :error, :created_at)"""
+                              :settings_json, :stats_json, :error, :created_at, :reasoning, :attachments_json)"""
 
 
 def _message_rows(conversation_id: int, messages: Iterable[Message], created_at: float) -> Iterator[dict[str, Any]]:
@@ -238,7 +259,9 @@ def _message_rows(conversation_id: int, messages: Iterable[Message], created_at:
         }
 
 
-_MESSAGE_COLUMNS = "id, role, content, status, model, backend, settings_json, stats_json, error"
+_MESSAGE_COLUMNS = (
+    "id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, attachments_json"
+)
 _ROLES = {str(role): role for role in Role}
 _STATUSES = {str(status): status for status in MessageStatus}
 _FAST_JSON_CHARS = 4096  # shorter JSON cannot nest deep enough to matter: parsed directly (opening a long chat)
@@ -246,7 +269,7 @@ _FAST_JSON_CHARS = 4096  # shorter JSON cannot nest deep enough to matter: parse
 
 def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
     """A message from a row of ``_MESSAGE_COLUMNS`` (in that order): ~3,000 a chat open, so kept lean."""
-    message_id, role, content, status, model, backend, settings_json, stats_json, error = row
+    message_id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, attached = row
     return Message(
         role=_ROLES.get(role) or Role(role),
         content=content,
@@ -257,7 +280,19 @@ def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
         settings=_json_column(settings_json, "settings_json", message_id) or {},
         stats=ReplyStats.from_dict(_json_column(stats_json, "stats_json", message_id)),
         error=error,
+        reasoning=reasoning,
+        attachments=_attachments(attached, message_id) if attached else [],
     )
+
+
+def _attachments(text: str, message_id: int) -> list[Attachment]:
+    """The attachments column (a JSON list); a damaged one reads as none (logged) so the chat still opens."""
+    try:
+        items = safe_json.loads(text, what=f"the attachments of message {message_id}", max_bytes=None)
+        return [Attachment.from_dict(item) for item in items]
+    except (safe_json.JsonError, TypeError, AttributeError) as exc:
+        log.warning("History: the attachments of message %s are unreadable (%s); shown without them.", message_id, exc)
+        return []
 
 
 def _json_column(text: str | None, column: str, message_id: int) -> dict[str, Any] | None:
@@ -278,6 +313,24 @@ def _json_column(text: str | None, column: str, message_id: int) -> dict[str, An
     except safe_json.JsonError as exc:
         log.warning("History %s; the message is shown without it.", exc)
         return None
+
+
+def _conversation_extras(conversation: Conversation) -> tuple[Any, ...]:
+    """forked_from, forked_at, pinned, folder, overflow: the conversation columns added in schema 2."""
+    return (
+        conversation.forked_from,
+        conversation.forked_at,
+        int(conversation.pinned),
+        conversation.folder,
+        str(conversation.overflow),
+    )
+
+
+def _overflow(text: str) -> OverflowPolicy:
+    try:
+        return OverflowPolicy(text)
+    except ValueError:
+        return OverflowPolicy.DROP_OLDEST
 
 
 # --- the store --------------------------------------------------------------------------------------------------
@@ -409,8 +462,9 @@ class ConversationStore:
             for conversation in conversations:
                 stamp = conversation.updated_at or self._stamp(conn)
                 cur = conn.execute(
-                    "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                    (conversation.title, conversation.system_prompt, stamp, stamp),
+                    """INSERT INTO conversations (title, system_prompt, created_at, updated_at, forked_from, forked_at,
+                                                  pinned, folder, overflow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    (conversation.title, conversation.system_prompt, stamp, stamp, *_conversation_extras(conversation)),
                 )
                 assert cur.lastrowid is not None
                 ids.append(cur.lastrowid)
@@ -431,6 +485,11 @@ class ConversationStore:
             messages=[_message_from_row(row) for row in rows],
             id=head["id"],
             updated_at=head["updated_at"],
+            forked_from=head["forked_from"],
+            forked_at=head["forked_at"],
+            pinned=bool(head["pinned"]),
+            folder=head["folder"],
+            overflow=_overflow(head["overflow"]),
         )
 
     def rename(self, conversation_id: int, title: str) -> None:
@@ -445,6 +504,23 @@ class ConversationStore:
             self._require_conversation(conn, conversation_id)
             conn.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (text, conversation_id))
             self._touch(conn, conversation_id)
+
+    def set_pinned(self, conversation_id: int, pinned: bool) -> None:
+        """Pin a conversation (pinned chats are listed first) or unpin it; not counted as activity."""
+        self._set_column(conversation_id, "pinned", int(pinned))
+
+    def set_folder(self, conversation_id: int, folder: str) -> None:
+        """Put a conversation in a folder ("" takes it out of any); not counted as activity."""
+        self._set_column(conversation_id, "folder", " ".join(folder.split()))
+
+    def set_overflow(self, conversation_id: int, policy: OverflowPolicy) -> None:
+        """What the chat does when its history outgrows the model's context."""
+        self._set_column(conversation_id, "overflow", str(OverflowPolicy(policy)))
+
+    def _set_column(self, conversation_id: int, column: str, value: Any) -> None:
+        with self._writing() as conn:
+            self._require_conversation(conn, conversation_id)
+            conn.execute(f"UPDATE conversations SET {column} = ? WHERE id = ?", (value, conversation_id))
 
     def delete(self, conversation_id: int) -> None:
         """Delete a conversation and all its messages; an unknown id is ignored."""
@@ -477,13 +553,15 @@ class ConversationStore:
         return message
 
     def update_message(self, message: Message) -> None:
-        """Save a stored message's content, status, stats, error, model, backend and settings (role is fixed)."""
+        """Save a stored message's content, reasoning, attachments, status, stats, error, model, backend and settings
+        (role is fixed)."""
         if message.id is None:
             raise ValueError("Message has no id: append_message it first.")
         with self._writing() as conn:
             cur = conn.execute(
                 """UPDATE messages SET content = :content, status = :status, model = :model, backend = :backend,
-                                       settings_json = :settings_json, stats_json = :stats_json, error = :error
+                                       settings_json = :settings_json, stats_json = :stats_json, error = :error,
+                                       reasoning = :reasoning, attachments_json = :attachments_json
                    WHERE id = :id""",
                 {"id": message.id, **_message_fields(message)},
             )
@@ -611,6 +689,18 @@ class AsyncConversationStore:
     async def set_system_prompt(self, conversation_id: int, text: str) -> None:
         """See ``ConversationStore.set_system_prompt``."""
         await self._call(self.store.set_system_prompt, conversation_id, text)
+
+    async def set_pinned(self, conversation_id: int, pinned: bool) -> None:
+        """See ``ConversationStore.set_pinned``."""
+        await self._call(self.store.set_pinned, conversation_id, pinned)
+
+    async def set_folder(self, conversation_id: int, folder: str) -> None:
+        """See ``ConversationStore.set_folder``."""
+        await self._call(self.store.set_folder, conversation_id, folder)
+
+    async def set_overflow(self, conversation_id: int, policy: OverflowPolicy) -> None:
+        """See ``ConversationStore.set_overflow``."""
+        await self._call(self.store.set_overflow, conversation_id, policy)
 
     async def delete(self, conversation_id: int) -> None:
         """See ``ConversationStore.delete``."""
