@@ -24,6 +24,7 @@ VLLM_FLAGS = frozenset(
     {
         "--chat-template",
         "--cpu-offload-gb",
+        "--enable-auto-tool-choice",
         "--enable-lora",
         "--lora-modules",
         "--max-model-len",
@@ -31,6 +32,7 @@ VLLM_FLAGS = frozenset(
         "--scheduling-policy",
         "--speculative-config",
         "--tokenizer",
+        "--tool-call-parser",
     }
 )
 # Names of widgets, menus and keys: a page says where its own controls are.

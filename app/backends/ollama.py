@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.backends.http_lines import closing_lines
+from app.backends.image_parts import for_ollama
 from app.backends.ollama_fields import chat_fields, logprob_entries, ollama_messages, tool_call_pieces
 from app.backends.protocol import (
     BackendBase,
@@ -300,7 +301,7 @@ class OllamaBackend(BackendBase):
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         reply = _Reply(sent_at=time.perf_counter())
         self._stopping = False
-        body = {"model": name, "messages": ollama_messages(messages), "options": model_options, **fields}
+        body = {"model": name, "messages": ollama_messages(for_ollama(messages)), "options": model_options, **fields}
         self._pump = asyncio.create_task(self._pump_chat(body, queue))
         self._set_state(StateKind.GENERATING, name)
         finish: str | None = None
@@ -317,17 +318,18 @@ class OllamaBackend(BackendBase):
                     finish = "error"
                     raise self._generation_error(value, "".join(reply.parts))
                 chunk: ollama.ChatResponse = value
-                text = chunk.message.content or ""
+                text, thinking = chunk.message.content or "", chunk.message.thinking or ""
                 calls = tool_call_pieces(chunk.message.tool_calls, reply.calls)
                 reply.calls += len(calls)
                 if chunk.done:
                     reply.final = chunk
-                if text or calls:
+                if text or calls or thinking:
                     now = time.perf_counter()
                     reply.first_at = reply.first_at or now
                     reply.last_at = now
                     reply.parts.append(text)
-                    yield Delta(text, logprobs=logprob_entries(chunk.logprobs), tool_calls=calls or None)
+                    yield Delta(text, logprobs=logprob_entries(chunk.logprobs), tool_calls=calls or None,
+                                reasoning=thinking)  # fmt: skip
         finally:
             pump, self._pump = self._pump, None
             if pump is not None and not pump.done():
@@ -499,4 +501,5 @@ def _model_info(
         load_seconds=seconds,
         gpu_offload_supported=offload,
         metadata=metadata,
+        vision="vision" in (show.capabilities or ()),
     )

@@ -12,7 +12,8 @@ from app.core.params import GenerationOptions
 
 def chat_fields(options: GenerationOptions | None) -> dict[str, Any]:
     """``/api/chat`` fields for ``options``: ``format`` ("json" or the schema, which Ollama enforces), ``tools``,
-    ``logprobs``/``top_logprobs``. Raises InvalidInputError for what Ollama cannot do: force a tool call
+    ``think`` (thinking on/off, or an effort), ``logprobs``/``top_logprobs``.
+    Raises InvalidInputError for what Ollama cannot do: force a tool call
     (it has no ``tool_choice``) or follow a raw grammar."""
     if options is None:
         return {}
@@ -31,6 +32,10 @@ def chat_fields(options: GenerationOptions | None) -> dict[str, Any]:
         fields["format"] = options.json_schema
     if options.prompt_tools:
         fields["tools"] = options.prompt_tools
+    if options.reasoning_effort is not None:  # gpt-oss takes an effort; others on/off
+        fields["think"] = options.reasoning_effort if options.enable_thinking is not False else False
+    elif options.enable_thinking is not None:
+        fields["think"] = options.enable_thinking
     if options.logprobs:
         fields["logprobs"] = True
         if options.top_logprobs:
@@ -39,9 +44,13 @@ def chat_fields(options: GenerationOptions | None) -> dict[str, Any]:
 
 
 def ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI-style messages as Ollama takes them: a tool call's ``arguments`` as an object, not JSON text."""
+    """OpenAI-style messages as Ollama takes them: a tool call's ``arguments`` as an object, not JSON text, and
+    earlier thinking (``reasoning_content``) as Ollama's ``thinking``."""
     converted = []
     for message in messages:
+        if "reasoning_content" in message:
+            thinking = message["reasoning_content"]
+            message = {k: v for k, v in message.items() if k != "reasoning_content"} | {"thinking": thinking}
         calls = message.get("tool_calls")
         if isinstance(calls, list):
             message = {**message, "tool_calls": [_object_arguments(c) for c in calls]}

@@ -45,14 +45,58 @@ def stream_timeout() -> httpx.Timeout:
 
 
 # --- requests and payloads ---------------------------------------------------------------------------------
-def openai_client(base_url: str, api_key: str | None) -> httpx.AsyncClient:
+def openai_client(
+    base_url: str, api_key: str | None, *, connections: int = 512, keepalive: int = 64, verify: Any = True
+) -> httpx.AsyncClient:
     """A client for the server at ``base_url`` (``http://host:port``), sending ``api_key`` as a bearer token."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    limits = httpx.Limits(max_connections=512, max_keepalive_connections=64)
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=keepalive)
     return httpx.AsyncClient(
         base_url=base_url, headers=headers, timeout=stream_timeout(), limits=limits,
-        follow_redirects=False, trust_env=False,
+        follow_redirects=False, trust_env=False, verify=verify,
     )  # fmt: skip
+
+
+class ClientLanes:
+    """Several clients to one server, handed out in turn, each made on first use.
+
+    httpcore's pool looks at every connection it holds (a readability check, a system call each) whenever a
+    request starts or ends, so one pool with 32 replies in flight spends milliseconds of CPU per request — CPU
+    that a vLLM server on the same cores needs. Lanes of a few connections each keep that cost small.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None, lanes: int = 8) -> None:
+        self._base_url, self._api_key = base_url, api_key
+        self._clients: list[httpx.AsyncClient | None] = [None] * lanes
+        self._turn = 0
+        self._tls: Any = None  # one TLS context (with the system's certificates) for every lane
+
+    @property
+    def first(self) -> httpx.AsyncClient:
+        """The client for one-off requests (health, models, metrics)."""
+        return self._lane(0)
+
+    def next(self) -> httpx.AsyncClient:
+        """The client for the next reply."""
+        self._turn = (self._turn + 1) % len(self._clients)
+        return self._lane(self._turn)
+
+    def _lane(self, index: int) -> httpx.AsyncClient:
+        client = self._clients[index]
+        if client is None:
+            if self._tls is None:
+                self._tls = httpx.create_ssl_context()
+            lanes = len(self._clients)
+            client = self._clients[index] = openai_client(
+                self._base_url, self._api_key, connections=max(512 // lanes, 8), keepalive=max(64 // lanes, 4),
+                verify=self._tls,
+            )  # fmt: skip
+        return client
+
+    async def aclose(self) -> None:
+        for client in self._clients:
+            if client is not None:
+                await client.aclose()
 
 
 def request_body(
@@ -81,12 +125,27 @@ def _options_body(options: GenerationOptions | None, *, chat: bool) -> dict[str,
         body["tool_choice"] = options.tool_choice or "auto"
         if not options.parallel_tool_calls:
             body["parallel_tool_calls"] = False
+    if chat:
+        body.update(thinking_fields(options))
     if options.logprobs:  # chat: a flag and a count; completions: the count itself
         if chat:
             body["logprobs"] = True
             body["top_logprobs"] = options.top_logprobs or 0
         else:
             body["logprobs"] = options.top_logprobs or 0
+    return body
+
+
+def thinking_fields(options: GenerationOptions) -> dict[str, Any]:
+    """Thinking switches as vLLM takes them: ``reasoning_effort`` at the top (gpt-oss), on/off as
+    ``chat_template_kwargs`` under both names chat templates use (``enable_thinking``: Qwen3, GLM;
+    ``thinking``: DeepSeek-V3.1, Granite); a template ignores the variables it does not read."""
+    body: dict[str, Any] = {}
+    if options.reasoning_effort is not None:
+        body["reasoning_effort"] = options.reasoning_effort
+    if options.enable_thinking is not None:
+        on = options.enable_thinking
+        body["chat_template_kwargs"] = {"enable_thinking": on, "thinking": on}
     return body
 
 
@@ -218,7 +277,7 @@ def absorb_delta(reply: Reply, chunk: Any) -> Delta | None:
         return None
     if isinstance(usage := chunk.get("usage"), dict) and usage:
         reply.usage = usage
-    text, calls, logprobs = "", [], []
+    text, reasoning, calls, logprobs = "", "", [], []
     choices = chunk.get("choices")
     for choice in choices if isinstance(choices, list) else []:
         if not isinstance(choice, dict):
@@ -226,17 +285,28 @@ def absorb_delta(reply: Reply, chunk: Any) -> Delta | None:
         delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
         content = delta.get("content", choice.get("text"))
         text += content if isinstance(content, str) else ""
+        reasoning += _reasoning(delta)
         calls += [c for c in delta.get("tool_calls") or [] if isinstance(c, dict)]
         logprobs += _logprob_entries(choice.get("logprobs"))
         reply.finish = choice.get("finish_reason") or reply.finish
-    if text or calls:
+    if text or calls or reasoning:
         now = time.perf_counter()
         reply.first_at = reply.first_at or now
         reply.last_at = now
         reply.parts.append(text)
-    if not (text or calls or logprobs):
+    if not (text or calls or logprobs or reasoning):
         return None
-    return Delta(text, logprobs=logprobs or None, tool_calls=calls or None)
+    return Delta(text, logprobs=logprobs or None, tool_calls=calls or None, reasoning=reasoning)
+
+
+def _reasoning(delta: dict[str, Any]) -> str:
+    """The thinking in a chat delta: vLLM's ``reasoning_content`` (its reasoning parsers), or ``reasoning``
+    (vLLM 0.10+ and others); a whole message carries the same fields."""
+    for key in ("reasoning_content", "reasoning"):
+        value = delta.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _logprob_entries(logprobs: Any) -> list[dict[str, Any]]:

@@ -82,6 +82,9 @@ class ModelInfo:
     load_seconds: float
     gpu_offload_supported: bool
     metadata: dict[str, str] = field(default_factory=dict)
+    vision: bool | None = None  # it reads images sent with a message (llama.cpp: its projector loaded); None: unknown
+    projector: str | None = None  # llama.cpp: the projector (mmproj) file loaded with it
+    projector_problem: str | None = None  # llama.cpp: what is missing or wrong with its projector, in words
 
 
 @dataclass(frozen=True)
@@ -90,11 +93,14 @@ class Delta:
     (``{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}``), when they were asked
     for. ``tool_calls``: tool-call pieces an engine parsed itself (vLLM, Ollama), in OpenAI's streaming shape
     (``{"index", "id"?, "type"?, "function": {"name"?, "arguments"}}``; ``arguments`` is JSON text, possibly in
-    parts). llama.cpp leaves calls in ``text``: the reply parser finds them."""
+    parts). llama.cpp leaves calls in ``text``: the reply parser finds them. ``reasoning``: thinking the engine
+    separated from the answer itself (vLLM's ``reasoning_content``, Ollama's ``thinking``); llama.cpp leaves
+    thinking tags in ``text``: the reply parser finds them too."""
 
     text: str
     logprobs: list[dict[str, Any]] | None = None
     tool_calls: list[dict[str, Any]] | None = None
+    reasoning: str = ""
 
 
 StateListener = Callable[[BackendState], None]

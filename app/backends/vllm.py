@@ -22,13 +22,13 @@ from app.backends.openai_stream import (
     CHAT_PATH,
     COMPLETIONS_PATH,
     ChatStream,
+    ClientLanes,
     HttpError,
     StreamError,
     StreamTruncated,
     completion_body,
     error_message,
     json_or_none,
-    openai_client,
     request_body,
     run_reply,
 )
@@ -89,7 +89,7 @@ class VllmBackend(BackendBase):
         super().__init__()
         self.base_url = normalize_url(base_url)
         self._api_key = api_key or None
-        self._client = openai_client(self.base_url, self._api_key)
+        self._clients = ClientLanes(self.base_url, self._api_key)
         self._served = ""
         self._metrics: VllmMetrics | None = None
         self._streams: set[ChatStream] = set()
@@ -173,7 +173,7 @@ class VllmBackend(BackendBase):
     def _open(self, body: dict[str, Any], path: str, options: GenerationOptions | None) -> ChatStream:
         whole = options is not None and options.whole
         return ChatStream(lambda stream: run_reply(
-            stream, body, client=lambda: self._client, path=path, whole=whole, begin=self._begin, end=self._end,
+            stream, body, client=self._clients.next, path=path, whole=whole, begin=self._begin, end=self._end,
             failure=self._generation_error,
         ))  # fmt: skip
 
@@ -187,7 +187,7 @@ class VllmBackend(BackendBase):
         if not self.base_url:
             raise BackendError("No vLLM server is running yet: load a model first.")
         try:
-            response = await self._client.get("/metrics", timeout=CHECK_TIMEOUT_S)
+            response = await self._clients.first.get("/metrics", timeout=CHECK_TIMEOUT_S)
         except httpx.HTTPError as exc:
             raise BackendError(self._transport_failure(exc, "reading its metrics")) from None
         if response.status_code != 200:
@@ -201,7 +201,7 @@ class VllmBackend(BackendBase):
     async def close(self) -> None:
         """Stop every reply and close the connections."""
         self.stop()
-        await self._client.aclose()
+        await self._clients.aclose()
         self._model, self._metrics = None, None
         self._set_state(StateKind.STOPPED)
 
@@ -233,7 +233,7 @@ class VllmBackend(BackendBase):
 
     async def _get(self, path: str, doing: str) -> httpx.Response:
         try:
-            return await self._client.get(path, timeout=CHECK_TIMEOUT_S)
+            return await self._clients.first.get(path, timeout=CHECK_TIMEOUT_S)
         except httpx.HTTPError as exc:
             raise BackendError(self._transport_failure(exc, doing)) from None
 

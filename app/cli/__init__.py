@@ -51,6 +51,8 @@ VERB_MODULES = (
     "render",
     "history",
     "serve",
+    "chats",
+    "mcp",
 )
 
 
@@ -82,6 +84,9 @@ def _add_bench(verbs: argparse._SubParsersAction) -> None:
     chat.add_argument("--ctx", type=int, default=2048)
     chat.add_argument("--max-tokens", type=int, default=128)
     chat.add_argument("--runs", type=int, default=5, help="measured repetitions per path (after one warm-up)")
+    chat.add_argument(
+        "--turns", type=int, default=None, help="multi-turn prefix reuse: TTFT of each turn of a chat, app and raw"
+    )
     chat.add_argument("--chat-format", default=None)
     chat.add_argument("--threads", type=int, default=None)
     chat.add_argument("--json", action="store_true")

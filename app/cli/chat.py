@@ -93,14 +93,29 @@ def bench(args: argparse.Namespace) -> int:
         read_gguf_header(args.model)
     except GgufFileError as exc:
         return fail_error(exc)
+    load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_threads=args.threads)
+    if args.turns is not None:
+        return _bench_turns(args, load)
     from app.devtools.chat_bench import bench_chat
 
-    load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_threads=args.threads)
     try:
         report = asyncio.run(bench_chat(args.model, load, args.max_tokens, args.runs))
     except BackendError as exc:
         return fail_error(exc)
     return _print_report(report, args.json, _chat_bench_lines)
+
+
+def _bench_turns(args: argparse.Namespace, load: LoadParams) -> int:
+    from app.devtools.turns_bench import bench_turns, report_lines
+
+    if args.turns < 2:
+        print("error: --turns needs at least 2 turns (the last is compared with the first).", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(bench_turns(args.model, load, args.turns, args.max_tokens, args.runs))
+    except BackendError as exc:
+        return fail_error(exc)
+    return _print_report(report, args.json, report_lines)
 
 
 def _print_report(report: dict[str, Any], as_json: bool, lines: Any) -> int:

@@ -29,6 +29,7 @@ class LoadParams:
     repeat_last_n: int = 64  # tokens the repeat penalty looks back over (llama.cpp: last_n_tokens_size)
     lora_path: str | None = None  # a GGUF LoRA adapter applied at load
     embedding: bool = False  # load for embeddings only (llama.cpp: a pooled vector per text; no chat)
+    mmproj_path: str | None = None  # the vision projector; None: the one found next to the model, if any
 
     def problems(self) -> list[str]:
         """Human-readable reasons this combination cannot load, empty when it can."""
@@ -85,6 +86,7 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
 
 
 RESPONSE_FORMAT_TYPES = ("text", "json_object", "json_schema")
+REASONING_EFFORTS = ("low", "medium", "high")
 TOOL_CHOICE_MODES = ("auto", "none", "required")
 MAX_TOP_LOGPROBS = 20
 
@@ -106,6 +108,9 @@ class GenerationOptions:
     whole: bool = False  # the caller takes the reply at once (not streamed): a server may send it in one piece
     # SamplingParams fields an API client left unset: a server engine (vLLM) applies its own defaults for them
     server_defaults: tuple[str, ...] = ()
+    # thinking models: on/off and effort, where the chat template offers them (None: the template's default)
+    enable_thinking: bool | None = None
+    reasoning_effort: str | None = None
 
     # --- what is asked, in short ------------------------------------------------------------------------
     @property
@@ -156,6 +161,10 @@ class GenerationOptions:
                 found.append("top_logprobs needs logprobs set to true.")
         if self.grammar is not None and (self.format_type != "text" or self.tool_mode in ("required", "named")):
             found.append("Give either a grammar or a JSON response format / forced tool call, not both.")
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            found.append(f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}.")
+        if self.enable_thinking is not None and not isinstance(self.enable_thinking, bool):
+            found.append("enable_thinking must be true or false.")
         return found
 
     def check(self) -> None:

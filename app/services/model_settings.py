@@ -1,4 +1,4 @@
-"""One store of per-model settings: load options, sampling, the preset applied last and (later) the thinking toggle,
+"""One store of per-model settings: load options, sampling, the preset applied last and the thinking choice,
 for each model someone set them for. The chat, the Library and the API server's on-demand loads all read it.
 
 JSON in the data folder, owner-only and written atomically, read with :mod:`app.core.safe_json`. A model is an
@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from app.core import safe_json
+from app.core.chat.thinking import ThinkingChoice
 from app.core.modelfile.parser import parse_modelfile
 from app.core.modelfile.presets import to_llamacpp
-from app.core.params import LoadParams, SamplingParams
+from app.core.params import REASONING_EFFORTS, LoadParams, SamplingParams
 from app.core.settings import Settings
 from app.core.user_files import read_user_text
 from app.services import starter_model
@@ -46,7 +47,8 @@ class ModelSettings:
     load: LoadParams | None = None
     sampling: SamplingParams | None = None
     preset: str | None = None  # the Modelfile applied last, by name
-    thinking: bool | None = None  # reasoning on/off, for models that think (not used yet)
+    thinking: bool | None = None  # thinking on/off, for models whose template offers it (None: the model's default)
+    effort: str | None = None  # reasoning effort ("low", "medium", "high"), where the template offers it
 
     @property
     def empty(self) -> bool:
@@ -58,23 +60,31 @@ class ModelSettings:
             "sampling": self.sampling.to_dict() if self.sampling else None,
             "preset": self.preset,
             "thinking": self.thinking,
+            "effort": self.effort,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelSettings:
         """Raises TypeError/ValueError for values of the wrong type."""
         load, sampling = data.get("load"), data.get("sampling")
-        preset, thinking = data.get("preset"), data.get("thinking")
+        preset, thinking, effort = data.get("preset"), data.get("thinking"), data.get("effort")
         if not isinstance(load, dict | None) or not isinstance(sampling, dict | None):
             raise TypeError("load and sampling must be objects")
         if not isinstance(preset, str | None) or not isinstance(thinking, bool | None):
             raise TypeError("preset must be text and thinking true or false")
+        if effort is not None and effort not in REASONING_EFFORTS:
+            raise ValueError(f"effort must be one of {', '.join(REASONING_EFFORTS)}")
         return cls(
             LoadParams.from_dict(_checked(LoadParams, load)) if load is not None else None,
             SamplingParams.from_dict(_checked(SamplingParams, sampling)) if sampling is not None else None,
             preset,
             thinking,
+            effort,
         )
+
+    @property
+    def thinking_choice(self) -> ThinkingChoice:
+        return ThinkingChoice(self.thinking, self.effort)
 
 
 def _checked(cls: type, data: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,11 @@ class AppPaths:
         return self.config_dir / "settings.json"
 
     @property
+    def mcp_servers_file(self) -> Path:
+        """The MCP servers the app starts (app/core/mcp/config.py); owner-only: their ``env`` can hold tokens."""
+        return self.config_dir / "mcp-servers.json"
+
+    @property
     def conversations_db(self) -> Path:
         return self.data_dir / "conversations.sqlite3"
 
@@ -57,6 +62,11 @@ class AppPaths:
     @property
     def bench_dir(self) -> Path:
         return self.data_dir / "bench"
+
+    @property
+    def attachments_dir(self) -> Path:
+        """Images sent in chats, content-addressed (``ab/ab12….png``): the same image is kept once."""
+        return self.data_dir / "attachments"
 
     @property
     def library_cache(self) -> Path:
@@ -165,6 +175,7 @@ def _private_paths(paths: AppPaths) -> list[Path]:
         paths.bench_dir,
         paths.settings_file,
         paths.settings_file.with_suffix(".tmp"),
+        paths.mcp_servers_file,
         *(Path(f"{paths.conversations_db}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")),
         *_existing(paths.cache_dir, f"{paths.log_file.name}*"),
         *_existing(paths.data_dir, f"{paths.downloads_queue.stem}.*"),

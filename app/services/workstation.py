@@ -8,6 +8,7 @@ import copy
 import functools
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from app.core.settings import Settings, SettingsError, load_settings, save_settings
 from app.services.chat.history import AsyncConversationStore, ConversationStoreError
@@ -16,6 +17,9 @@ from app.services.logbuffer import LogBuffer
 from app.services.model_settings import FILE_NAME as MODEL_SETTINGS_FILE
 from app.services.model_settings import ModelSettingsStore
 from app.services.paths import AppPaths
+
+if TYPE_CHECKING:
+    from app.services.mcp.manager import McpManager
 
 log = logging.getLogger("app.services")
 
@@ -59,6 +63,15 @@ class Workstation:
         Its file is read on first use: call ``model_settings.load()`` off the Qt thread first."""
         return ModelSettingsStore(self.paths.data_dir / MODEL_SETTINGS_FILE, lambda: self.settings)
 
+    @functools.cached_property
+    def mcp(self) -> McpManager:
+        """The MCP servers (app/services/mcp), created on first use: the ``mcp`` SDK is imported only when a server
+        starts. ``await mcp.load()`` reads their file; none starts before ``start_enabled()``."""
+        from app.services.mcp.config_file import McpConfigFile
+        from app.services.mcp.manager import McpManager
+
+        return McpManager(McpConfigFile(self.paths.mcp_servers_file))
+
     async def open_history(self) -> AsyncConversationStore | None:
         """Open the history store (once); None, with ``store_problem`` saying why, when it cannot be opened."""
         if self.store is None and self.store_problem is None:
@@ -86,10 +99,12 @@ class Workstation:
             await asyncio.get_running_loop().run_in_executor(None, save_settings, snapshot, self.paths.settings_file)
 
     async def close(self) -> None:
-        """Stop the engines and close the history. Idempotent."""
+        """Stop the engines and the MCP servers, and close the history. Idempotent."""
         if self._closed:
             return
         self._closed = True
         await self.host.close()
+        if "mcp" in self.__dict__:  # created: stop its servers
+            await self.mcp.close()
         if self.store is not None:
             await self.store.aclose()

@@ -8,8 +8,10 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar, QToolButton, QWid
 
 from app.backends.protocol import BackendState, KvUsage, ModelInfo
 from app.core.chat.conversation import ReplyStats
+from app.core.chat.overflow import WARN_AT
 from app.core.units import MISSING, format_tokens_per_s
 from app.services.library.names import model_display_name
+from app.ui.style.theme import tokens
 from app.ui.widgets.elided_label import ElidedLabel
 
 ENGINE_NAMES = {"llamacpp": "llama.cpp", "ollama": "Ollama", "vllm": "vLLM"}
@@ -67,15 +69,22 @@ class AppStatusBar(QStatusBar):
         if model is None:
             self.context_label.set_full_text(f"Context: {MISSING}")
 
-    def show_context(self, used: int | None, total: int | None, estimated: bool = False) -> None:
-        """The chat's context use: ``used`` of ``total`` tokens (``estimated``: a rough count, marked ~)."""
+    def show_context(self, used: int | None, total: int | None, estimated: bool = False, when_full: str = "") -> None:
+        """The chat's context use: ``used`` of ``total`` tokens (``estimated``: a rough count, marked ~); from
+        ``WARN_AT`` on it is marked nearly full, in the warning colour, and ``when_full`` (what the chat will do)
+        is in the tooltip."""
+        full = used is not None and bool(total) and used / total >= WARN_AT  # type: ignore[operator]
         if total is None:
             self.context_label.set_full_text(f"Context: {MISSING}")
         elif used is None:
             self.context_label.set_full_text(f"Context: {MISSING} / {total:,}")
         else:
-            mark = "~" if estimated else ""
-            self.context_label.set_full_text(f"Context: {mark}{used:,} / {total:,} ({used / total:.0%})")
+            mark, note = "~" if estimated else "", " · nearly full" if full else ""
+            self.context_label.set_full_text(f"Context: {mark}{used:,} / {total:,} ({used / total:.0%}){note}")
+        tip = "Tokens this chat fills in the model's context / the context size"
+        self.context_label.setToolTip(f"{tip}\n{when_full}" if full and when_full else tip)
+        t = tokens(self.palette())
+        self.context_label.setStyleSheet(f"color: {t.warning.name()};" if full else "")
 
     def show_kv(self, kv: KvUsage | None) -> None:
         """The engine's KV cache use as the context figure."""

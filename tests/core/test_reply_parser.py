@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from app.core.chat.reply_parser import (
     MAX_HELD_SPACE,
     ContentDelta,
+    ContentRecast,
     ParsedEvent,
     ParsedReply,
     ReplyParser,
@@ -193,6 +194,19 @@ def merged(events: list[ParsedEvent]) -> list[ParsedEvent]:
     return out
 
 
+def replayed(events: list[ParsedEvent]) -> tuple[str, str]:
+    """(thinking, content) as a streaming consumer builds them: a recast turns the content so far into thinking."""
+    thinking, content = "", ""
+    for event in events:
+        if isinstance(event, ThinkingDelta):
+            thinking += event.text
+        elif isinstance(event, ContentDelta):
+            content += event.text
+        elif isinstance(event, ContentRecast):
+            thinking, content = event.thinking, ""
+    return thinking, content
+
+
 def stream(chunks: list[str], config: ReplyConfig) -> tuple[list[ParsedEvent], ParsedReply]:
     parser = ReplyParser(config, call_ids=ids)
     events: list[ParsedEvent] = []
@@ -207,8 +221,7 @@ def check_same(chunks: list[str], config: ReplyConfig) -> None:
     events, reply = stream(chunks, config)
     assert reply == whole
     assert merged(events) == merged(whole_events)
-    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == reply.content
-    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == reply.thinking
+    assert replayed(events) == (reply.thinking, reply.content)
     assert tuple(e for e in events if isinstance(e, ToolCall)) == reply.tool_calls
     assert tuple(e for e in events if isinstance(e, ToolCallError)) == reply.errors
 
@@ -350,11 +363,32 @@ def test_closing_tag_without_opening_one_when_the_prompt_opened_it():
     assert parser.reply == ParsedReply(thinking="Let me think about 2+2.", content="It is 4.")
 
 
-def test_stray_closing_tag_is_dropped_from_content_and_reported():
+def test_closing_tag_without_opening_one_makes_what_came_before_thinking():
     reply = parse_reply(recorded("deepseek_r1_prompt_opened.txt"), ReplyFormat.NONE)
-    assert "</think>" not in reply.content
     assert reply.stray_think_close
-    assert reply.thinking == ""
+    assert reply.thinking.startswith("Okay, so I need to find how many r's") and reply.thinking.endswith("three.")
+    assert reply.content.startswith('The word **"strawberry"** contains **3**')
+    assert "</think>" not in reply.content
+
+
+def test_recast_is_told_to_a_streaming_consumer():
+    parser = ReplyParser(ReplyFormat.NONE)
+    assert parser.feed("Hmm, 2+2 ") == [ContentDelta("Hmm, 2+2")]
+    assert parser.feed("is 4.\n</think>\n\nFour.") == [
+        ContentDelta(" is 4."),
+        ContentRecast("Hmm, 2+2 is 4."),
+        ContentDelta("Four."),
+    ]
+    parser.finish()
+    assert parser.reply == ParsedReply(thinking="Hmm, 2+2 is 4.", content="Four.", stray_think_close=True)
+
+
+def test_a_closing_tag_after_thinking_or_a_call_is_no_recast():
+    after_thinking = parse_reply("<think>a</think>b</think>c")
+    assert (after_thinking.thinking, after_thinking.content) == ("a", "bc")
+    call = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
+    after_call = parse_reply(f"{call}x</think>y", ReplyFormat.HERMES, call_ids=ids)
+    assert (after_call.thinking, after_call.content, len(after_call.tool_calls)) == ("", "xy", 1)
 
 
 def test_think_tag_is_only_a_block_at_the_start_of_a_reply():

@@ -65,6 +65,9 @@ def test_module_argv_starts_with_the_interpreter_and_model():
         "127.0.0.1",
         "--port",
         "9000",
+        "--enable-auto-tool-choice",  # a Qwen model: its tool calls are read with vLLM's hermes parser
+        "--tool-call-parser",
+        "hermes",
     ]
 
 

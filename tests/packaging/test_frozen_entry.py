@@ -61,3 +61,18 @@ def test_children_of_a_bundle_get_the_users_library_path_back():
     unset_before = {"LD_LIBRARY_PATH": "/opt/llm-workstation/_internal", "HOME": "/root"}
     restore_library_path(unset_before)
     assert unset_before == {"HOME": "/root"}
+
+
+def test_builtin_mcp_server_runs_through_the_bundle_executable_when_frozen(monkeypatch):
+    """The bundle's executable stands in for ``python -m`` (app/__main__.py), so the built-in server runs there."""
+    from app.core.mcp.config import builtin_server
+    from app.services.mcp.connection import BUILTIN_MODULE, _argv_and_env
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", "/opt/llm-workstation/llm-workstation")
+    command, args, env = _argv_and_env(builtin_server(root="/home/me/notes"))
+    assert (command, args) == (
+        "/opt/llm-workstation/llm-workstation",
+        ("-m", BUILTIN_MODULE, "--root", "/home/me/notes"),
+    )
+    assert "PYTHONPATH" not in env

@@ -36,7 +36,7 @@ def test_anthropic_messages_become_the_engines_messages():
     assert call.messages == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": "Let me look.", "tool_calls": [{
+        {"role": "assistant", "content": "Let me look.", "reasoning_content": "hmm", "tool_calls": [{
             "id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
         }]},
         {"role": "tool", "tool_call_id": "toolu_1", "content": "-3 C"},

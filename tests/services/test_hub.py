@@ -94,10 +94,11 @@ def test_plan_download_by_quant_shard_file_and_hf_folder(hub):
     assert [f.path for f in service.plan_download(gguf, quant="q8_0").files] == [
         "tiny-Q8_0-00001-of-00002.gguf",
         "tiny-Q8_0-00002-of-00002.gguf",
+        "mmproj-tiny-F16.gguf",  # the repository's vision projector comes with the model
     ]
-    # asking for one shard brings the whole split file
+    # asking for one shard brings the whole split file (and the projector)
     job = service.plan_download(gguf, files=["tiny-Q8_0-00002-of-00002.gguf"], target_dir="/models")
-    assert len(job.files) == 2 and job.target_dir == "/models" and job.commit == gguf.commit
+    assert len(job.files) == 3 and job.target_dir == "/models" and job.commit == gguf.commit
     single = service.plan_download(gguf, files=["tiny-Q4_K_M.gguf"]).files[0]
     assert single.sha256 == gguf.file("tiny-Q4_K_M.gguf").sha256 and single.size_bytes == 3000
     folder = service.plan_download(service.repo_detail("TheOrg/Tiny-HF"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import re
 import time
@@ -194,6 +195,9 @@ class FakeOllama(FakeServer):
         # A chat with ``tools`` answers with these calls (``[{"function": {"name", "arguments": {...}}}]``) after
         # its text, as Ollama's parser reports them; a chat with ``logprobs`` gets a logprob per token.
         self.tool_calls: list[dict[str, Any]] | None = None
+        # A model with the "thinking" capability first streams these tokens as ``message.thinking`` (Ollama's
+        # thinking parser), unless the chat sent ``think: false``; ``think`` for a model without it is a 400.
+        self.thinking: list[str] = []
         self.logprobs_supported = True  # False: logprobs are ignored, as by Ollama before 0.12.11
         self._faults: dict[str, Fault] = {}
 
@@ -571,7 +575,15 @@ class _Handler(TrackedHandler):
         num_ctx = int(options.get("num_ctx") or DEFAULT_NUM_CTX)
         fake.load(model.name, num_ctx)
         streaming = body.get("stream", True) is not False
-        lines = self._chat_lines(model.name, messages, options)
+        think = body.get("think")
+        if think not in (None, False) and "thinking" not in model.capabilities:
+            return self._json(400, {"error": f'"{model.name}" does not support thinking'})
+        thinking = fake.thinking if think is not False and "thinking" in model.capabilities else []
+        lines = itertools.chain(
+            ({**self._chat_line(model.name, ""), "message": {"role": "assistant", "content": "", "thinking": t}}
+             for t in thinking),
+            self._chat_lines(model.name, messages, options),
+        )  # fmt: skip
         self._stream("/api/chat", self._with_tools_and_logprobs(lines, body), streaming=streaming)
 
     def _with_tools_and_logprobs(self, lines: Iterator[dict[str, Any]], body: dict[str, Any]) -> Iterator[dict]:

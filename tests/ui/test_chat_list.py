@@ -174,7 +174,7 @@ def test_delete_by_the_trash_icon_or_the_context_menu(chat_list, history, qloop,
         other = widget.view.visualRect(widget.model.index(widget.model.row_of(ids[0]))).center()
         widget.view.customContextMenuRequested.emit(other)
         with qtbot.waitSignal(widget.delete_requested) as deleted:
-            menus[0].actions()[0].trigger()
+            next(a for a in menus[0].actions() if a.text() == "Delete chat").trigger()
         assert deleted.args == [ids[0]]
         widget.remove(ids[0])
         assert widget.model.row_of(ids[0]) is None and widget.model.chat_count() == 1

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QBuffer, QEvent, QIODevice, QPointF, QUrl
-from PySide6.QtGui import QColor, QEnterEvent, QFontDatabase, QGuiApplication, QImage, QPalette, QTextDocument
+from PySide6.QtGui import QColor, QCursor, QEnterEvent, QFontDatabase, QGuiApplication, QImage, QPalette, QTextDocument
 from PySide6.QtWidgets import QApplication
 
 from app.core.chat import markdown as markdown_stream
@@ -171,6 +171,7 @@ def test_partial_replies_are_marked(view: TranscriptView, status: MessageStatus,
 
 
 def test_hover_shows_the_actions_each_message_has(view: TranscriptView) -> None:
+    QCursor.setPos(-10_000, -10_000)  # an earlier test may have left the pointer where these messages appear
     view.resize(700, 900)
     view.show_messages(conversation())
     user, first_reply, last_reply = widget(view, 0), widget(view, 1), widget(view, 3)

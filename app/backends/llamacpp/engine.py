@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.backends.llamacpp import continuation, generation, grammars, repack, templates
+from app.backends.llamacpp import continuation, generation, grammars, repack, templates, vision
 from app.backends.llamacpp.logprobs import LogprobRecorder
 from app.backends.llamacpp.protocol import (
     ERR_BAD_INPUT,
@@ -87,6 +87,7 @@ class LlamaEngine:
         n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers is not None else (-1 if offload else 0)
         started = time.perf_counter()
         self.llm = self._create(path, header, params, n_gpu_layers, choice.chat_format)
+        seeing = self._attach_projector(path, header, params, offload and n_gpu_layers != 0)
         self.embedding = params.embedding
         in_use = templates.template_in_use(params.chat_format, header.metadata)  # None: a built-in chat format
         self._tool_format = tool_call_format(in_use[1] if in_use else None, header.architecture)
@@ -104,8 +105,19 @@ class LlamaEngine:
             "load_seconds": time.perf_counter() - started,
             "gpu_offload_supported": offload,
             "metadata": {k: str(v)[:2000] for k, v in header.metadata.items()},
+            **seeing,
         }
         return self.info
+
+    def _attach_projector(self, path: str, header: GgufHeader, params: LoadParams, use_gpu: bool) -> dict[str, Any]:
+        """The vision projector paired with the model, loaded now; a projector that fails fails the load."""
+        if params.embedding:
+            return {"vision": False, "projector": None, "projector_problem": None}
+        try:
+            return vision.attach(self.llm, path, header, params.mmproj_path, use_gpu)
+        except vision.ProjectorLoadError as exc:
+            self.unload()
+            raise EngineError(ERR_LOAD, str(exc)) from exc
 
     @staticmethod
     def _check_request(header: GgufHeader, params: LoadParams, offload: bool) -> None:
@@ -201,6 +213,7 @@ class LlamaEngine:
     ) -> dict[str, Any]:
         """Generate a reply, calling ``emit`` with each text piece; returns counts and the finish reason."""
         llm = self._generating_model()
+        self._check_images(messages)
         return self._generate(
             lambda: generation.open_chat(llm, messages, sampling_kwargs(sampling), options, self._tool_format),
             options,
@@ -221,6 +234,7 @@ class LlamaEngine:
     def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
         """The prompt tokens of this chat as the chat template renders it (tools included)."""
         llm = self._generating_model()
+        self._check_images(messages)
         try:
             return generation.count_chat_tokens(llm, messages, tools, self._tool_format)
         except Exception as exc:
@@ -243,6 +257,10 @@ class LlamaEngine:
                     "loaded. Split the text, or load the model with a larger context.",
                 ) from exc
             raise self._translate(exc) from exc
+
+    def _check_images(self, messages: list[dict[str, Any]]) -> None:
+        if not self.info.get("vision") and vision.has_images(messages):
+            raise EngineError(ERR_BAD_INPUT, vision.NO_VISION)
 
     def _generating_model(self) -> Any:
         if self.llm is None:
@@ -287,7 +305,7 @@ class LlamaEngine:
     def _translate(self, exc: Exception) -> EngineError:
         if (words := templates.describe_template_error(exc)) is not None:
             return EngineError(ERR_TEMPLATE, words)
-        if isinstance(exc, continuation.ContinuationError | grammars.GrammarError):
+        if isinstance(exc, continuation.ContinuationError | grammars.GrammarError | vision.ImageInputError):
             return EngineError(ERR_BAD_INPUT, str(exc))
         match = _TOO_LONG.search(str(exc))
         if match:

@@ -4,7 +4,8 @@ llama-cpp-python's own ``response_format`` / ``tool_choice`` handling kept out o
 completion; and a chat's prompt-token count, rendered exactly as the chat would be.
 
 The chat handler is driven through a stand-in for the model (``_Steered``): the handler renders and tokenizes
-the prompt as usual, and its ``create_completion`` call is answered with the app's grammar and without
+the prompt as usual (or, when thinking switches are asked for, a handler that renders the GGUF template with them:
+``templates.variables_handler``), and its ``create_completion`` call is answered with the app's grammar and without
 llama-cpp-python's logprobs (which need ``logits_all``; see ``logprobs``). Only the worker imports this module.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from app.backends.llamacpp import continuation, grammars
+from app.backends.llamacpp import continuation, grammars, templates
 from app.backends.llamacpp.tool_calls import ToolCallFormat, template_messages, with_tool_instructions
 from app.core.params import GenerationOptions
 
@@ -24,9 +25,10 @@ def open_chat(
 ) -> Iterator[dict[str, Any]]:  # fmt: skip
     """The chat-completion chunks of the reply (``stream=True``); raises GrammarError before any token."""
     grammar = grammar_for(llm, options, fmt)
+    handler = templates.variables_handler(llm, options)
     tools = options.prompt_tools
-    prompt = prompt_messages(llm, messages, tools, fmt)
-    steered = _Steered(llm, grammar)
+    prompt = prompt_messages(llm, messages, tools, fmt, handler)
+    steered = _Steered(llm, grammar, handler)
     return continuation.open_chat_stream(steered, prompt, **sampling, **_tool_kwargs(options))
 
 
@@ -58,14 +60,15 @@ def grammar_for(llm: Any, options: GenerationOptions, fmt: ToolCallFormat) -> An
 
 
 def prompt_messages(
-    llm: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, fmt: ToolCallFormat
-) -> list[dict[str, Any]]:
+    llm: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, fmt: ToolCallFormat,
+    handler: Any = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """``messages`` ready for the template; when it ignores ``tools``, the tools go into the system prompt."""
     ready = template_messages(messages)
     if not tools:
         return ready
-    with_tools = _rendered(llm, ready, {"tools": tools, "tool_choice": "auto"})
-    if with_tools != _rendered(llm, ready, {}):
+    with_tools = _rendered(llm, ready, {"tools": tools, "tool_choice": "auto"}, handler)
+    if with_tools != _rendered(llm, ready, {}, handler):
         return ready  # the template shows the tools itself
     return with_tool_instructions(ready, tools, fmt)
 
@@ -79,18 +82,21 @@ def _tool_kwargs(options: GenerationOptions) -> dict[str, Any]:
     return {"tools": tools, "tool_choice": "required" if options.tool_mode in ("required", "named") else "auto"}
 
 
-def _rendered(llm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> list[int]:
+def _rendered(llm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any], handler: Any = None) -> list[int]:
     """The prompt tokens the chat handler makes of ``messages`` (nothing is generated)."""
-    probe = _Rendering(llm)
+    probe = _Rendering(llm, handler)
     continuation.open_chat_stream(probe, messages, **kwargs)
     return probe.prompt
 
 
 class _StandIn:
-    """The model, as the chat handler sees it (every attribute but the ones overridden is the model's)."""
+    """The model, as the chat handler sees it (every attribute but the ones overridden is the model's);
+    ``handler`` replaces the model's chat handler."""
 
-    def __init__(self, llm: Any) -> None:
+    def __init__(self, llm: Any, handler: Any = None) -> None:
         self._llm = llm
+        if handler is not None:
+            self.chat_handler = handler
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._llm, name)
@@ -101,7 +107,7 @@ class _StandIn:
 
         llm = self._llm
         handler: Any = (
-            llm.chat_handler
+            self.chat_handler
             or llm._chat_handlers.get(llm.chat_format)
             or llama_chat_format.get_chat_completion_handler(llm.chat_format)
         )
@@ -109,8 +115,8 @@ class _StandIn:
 
 
 class _Steered(_StandIn):
-    def __init__(self, llm: Any, grammar: Any) -> None:
-        super().__init__(llm)
+    def __init__(self, llm: Any, grammar: Any, handler: Any = None) -> None:
+        super().__init__(llm, handler)
         self._grammar = grammar
 
     def create_completion(self, prompt: Any, **kwargs: Any) -> Any:
@@ -120,8 +126,8 @@ class _Steered(_StandIn):
 
 
 class _Rendering(_StandIn):
-    def __init__(self, llm: Any) -> None:
-        super().__init__(llm)
+    def __init__(self, llm: Any, handler: Any = None) -> None:
+        super().__init__(llm, handler)
         self.prompt: list[int] = []
 
     def create_completion(self, prompt: Any, **_kwargs: Any) -> Iterator[dict[str, Any]]:

@@ -14,6 +14,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from app.core.chat.thinking import ThinkingChoice, render_template, template_variables, thinking_controls
+from app.core.params import GenerationOptions
+
 ADVICE = "choose another chat format, or fix or replace the template"
 _DEFAULT_KEY = "tokenizer.chat_template"
 _DEFAULT_FORMAT = "chat_template.default"  # llama-cpp-python's name for the GGUF's own template
@@ -116,3 +119,54 @@ def tolerant_templates() -> Iterator[None]:
         yield
     finally:
         llama_chat_format.Jinja2ChatFormatter = original  # type: ignore[misc]
+
+
+def variables_handler(llm: Any, options: GenerationOptions) -> Any | None:
+    """A chat handler that renders the model's GGUF template with the thinking switches ``options`` ask for
+    (``enable_thinking``, ``reasoning_effort`` …, only those the template reads), which llama-cpp-python's own
+    handler never passes; None when there is nothing to pass or the model uses no GGUF template (a built-in chat
+    format, or a handler of its own)."""
+    if llm.chat_handler is not None or not (options.enable_thinking is not None or options.reasoning_effort):
+        return None
+    in_use = template_in_use(llm.chat_format, llm.metadata)
+    if in_use is None:
+        return None
+    template = in_use[1]
+    choice = ThinkingChoice(options.enable_thinking, options.reasoning_effort)
+    variables = template_variables(thinking_controls(template), choice)
+    if not variables:
+        return None
+    from llama_cpp import llama_chat_format
+
+    formatter: Any = _VariablesFormatter(llm, template, variables)
+    return llama_chat_format.chat_formatter_to_chat_completion_handler(formatter)
+
+
+class _VariablesFormatter:
+    """A GGUF template rendered as ``Jinja2ChatFormatter`` renders it (the same sandbox, globals, BOS/EOS text and
+    stop on EOS), plus ``variables``."""
+
+    def __init__(self, llm: Any, template: str, variables: dict[str, Any]) -> None:
+        eos_id, bos_id = llm.token_eos(), llm.token_bos()
+        self._template = template
+        self._variables = variables
+        self._eos_id = eos_id
+        self._eos = llm._model.token_get_text(eos_id) if eos_id != -1 else ""
+        self._bos = llm._model.token_get_text(bos_id) if bos_id != -1 else ""
+
+    def __call__(self, *, messages: list[dict[str, Any]], tools: Any = None, tool_choice: Any = None,
+                 **_ignored: Any) -> Any:  # fmt: skip
+        import llama_cpp
+        from llama_cpp import llama_chat_format
+
+        prompt = render_template(self._template, messages, self._variables, bos_token=self._bos, eos_token=self._eos,
+                                 tools=tools, tool_choice=tool_choice)  # fmt: skip
+        eos_id = self._eos_id
+
+        def stop_on_eos(tokens: Any, _logits: Any) -> bool:
+            return bool(tokens[-1] == eos_id)
+
+        return llama_chat_format.ChatFormatterResponse(
+            prompt=prompt, stop=[self._eos], stopping_criteria=llama_cpp.StoppingCriteriaList([stop_on_eos]),
+            added_special=True,
+        )  # fmt: skip

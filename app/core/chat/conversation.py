@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
+from app.core.chat.tool_use import ChatTools, ToolUse, calls_for_prompt, tool_prompt_messages
 from app.core.units import format_tokens_per_s
 
 
@@ -37,6 +39,8 @@ class ReplyStats:
     decode_tokens_per_s: float | None = None
     total_ms: float | None = None
     finish_reason: str | None = None
+    thinking_ms: float | None = None  # from the first thinking token to the answer's first (or the end)
+    thinking_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +59,8 @@ class ReplyStats:
         if self.ttft_ms is not None:
             parts.append(f"first token {self.ttft_ms:.0f} ms")
         parts.append(f"prompt {self.prompt_tokens} tokens")
+        if self.thinking_ms is not None:
+            parts.append(f"thought {self.thinking_ms / 1000:.1f} s ({self.thinking_tokens} tokens)")
         return " · ".join(parts)
 
 
@@ -92,9 +98,34 @@ class Message:
     error: str | None = None
     reasoning: str = ""  # the model's thinking, kept apart from ``content`` (which never holds <think> tags)
     attachments: list[Attachment] = field(default_factory=list)
+    tool_calls: list[ToolUse] = field(default_factory=list)  # a reply's tool calls, in order, with their results
 
-    def as_prompt(self) -> dict[str, str]:
-        return {"role": str(self.role), "content": self.content}
+    def as_prompts(self, attachments_dir: str = "") -> list[dict[str, Any]]:
+        """The message as a model is sent it (``as_prompt``), followed by one ``tool`` message per tool call."""
+        if not self.tool_calls:
+            return [self.as_prompt(attachments_dir)]
+        return [self.as_prompt(attachments_dir), *tool_prompt_messages(self.tool_calls)]
+
+    @property
+    def sent(self) -> bool:
+        """Whether the message is sent to a model (an empty reply that called no tool is not)."""
+        return bool(self.content or self.role is Role.USER or self.tool_calls)
+
+    def as_prompt(self, attachments_dir: str = "") -> dict[str, Any]:
+        """The message as a model is sent it: the answer as ``content``; a reply's thinking apart, as
+        ``reasoning_content``, which only a chat template that reads it shows the model again. With
+        ``attachments_dir`` (absolute), its images follow the text as OpenAI content parts (``file:`` URLs)."""
+        prompt: dict[str, Any] = {"role": str(self.role), "content": self.content}
+        images = [a for a in self.attachments if a.kind == "image"] if attachments_dir else []
+        if images:
+            text = [{"type": "text", "text": self.content}] if self.content else []
+            urls = [Path(attachments_dir, a.path).as_uri() for a in images]
+            prompt["content"] = text + [{"type": "image_url", "image_url": {"url": url}} for url in urls]
+        if self.reasoning and self.role is Role.ASSISTANT:
+            prompt["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            prompt["tool_calls"] = calls_for_prompt(self.tool_calls)
+        return prompt
 
 
 class OverflowPolicy(StrEnum):
@@ -117,11 +148,17 @@ class Conversation:
     pinned: bool = False
     folder: str = ""  # "" = no folder
     overflow: OverflowPolicy = OverflowPolicy.DROP_OLDEST
+    tools: ChatTools = field(default_factory=ChatTools)  # the MCP tools this chat may use, and those it always runs
+    attachments_dir: str = field(default="", repr=False, compare=False)  # where its images are (set by the app)
 
-    def prompt_messages(self) -> list[dict[str, str]]:
-        """The messages sent to a model: the system prompt, then every non-empty turn."""
-        out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt.strip() else []
-        out.extend(m.as_prompt() for m in self.messages if m.content or m.role is Role.USER)
+    def prompt_messages(self) -> list[dict[str, Any]]:
+        """The messages sent to a model: the system prompt, then every non-empty turn (images as content parts)."""
+        out: list[dict[str, Any]] = []
+        if self.system_prompt.strip():
+            out.append({"role": "system", "content": self.system_prompt})
+        for message in self.messages:
+            if message.sent:
+                out.extend(message.as_prompts(self.attachments_dir))
         return out
 
 

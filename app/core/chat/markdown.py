@@ -4,7 +4,9 @@ Model output is untrusted: raw HTML in it is escaped, and links may only point t
 so a reply cannot forge the view's own action links (``copy-code:N``, ``edit:N``, ...).
 
 Fenced and indented code blocks become ``<pre class="code">`` preceded by a ``copy-code:N`` link; N is the
-index of the block's text in a caller-supplied list, so one list can number every block of a document.
+index of the block's text in a caller-supplied list, so one list can number every block of a document. A fence
+that names its language is coloured by :mod:`app.core.chat.code_highlight` (classes; the colours are the
+palette's style sheet) once the block is complete: a block still streaming is shown plain.
 
 Nothing in a reply loads anything: an image becomes a link to it (``[image: alt]``), never ``<img>``. A table
 above :data:`~app.core.markdown_tables.MAX_TABLE_CELLS` cells is shown as text with a "Copy table" link.
@@ -23,6 +25,7 @@ if TYPE_CHECKING:  # markdown-it (~90 ms) is imported on the first render, not w
     from markdown_it.rules_core.state_core import StateCore
     from markdown_it.token import Token
 
+from app.core.chat import code_highlight
 from app.core.markdown_tables import TABLE_TEXT_CHARS, big_table, row_cells, table_rows, table_text_html
 
 __all__ = ["LIVE_TABLE_ROWS", "MarkdownStream", "StreamUpdate", "render_markdown"]
@@ -33,6 +36,7 @@ _CLOSED_BLOCKS = frozenset({"heading_open", "hr", "fence", "code_block"})
 _TABLE_TOKENS = frozenset({"table_open", "table_text"})
 _CODE_BLOCKS_KEY = "code_blocks"
 _CODE_FONT_KEY = "code_font"
+_HIGHLIGHT_KEY = "highlight"  # colour fenced code with a language (complete blocks only)
 # A streamed table with more body rows than this is shown as text while it grows (rows appended, never
 # re-rendered) and rendered once, when it is complete: re-rendering a table costs in proportion to its size.
 LIVE_TABLE_ROWS = 10
@@ -55,13 +59,24 @@ def _add_block(env: dict[str, Any], text: str) -> int:
 
 def _render_code(_renderer: Any, tokens: Sequence[Token], idx: int, _options: Any, env: dict[str, Any]) -> str:
     """A code block with a "Copy code" link above it; its text goes to ``env["code_blocks"]``."""
-    code = tokens[idx].content.removesuffix("\n")
+    token = tokens[idx]
+    code = token.content.removesuffix("\n")
     n = _add_block(env, code)
     style = html.escape(_pre_style(env.get(_CODE_FONT_KEY, "monospace")))
+    body = _code_html(code.rstrip(), token.info.split(maxsplit=1)[0] if token.info.strip() else "", env)
     return (
         f'<p class="code-actions"><a href="copy-code:{n}">Copy code</a></p>\n'
-        f'<pre class="code" style="{style}">{html.escape(code.rstrip())}</pre>\n'
+        f'<pre class="code" style="{style}">{body}</pre>\n'
     )
+
+
+def _code_html(code: str, language: str, env: dict[str, Any]) -> str:
+    """A block's text as HTML: coloured when its language is known and highlighting is on, else escaped."""
+    if language and env.get(_HIGHLIGHT_KEY):
+        coloured = code_highlight.highlight(code, language)
+        if coloured is not None:
+            return coloured
+    return html.escape(code)
 
 
 def _render_table_text(_renderer: Any, tokens: Sequence[Token], idx: int, _options: Any, env: dict[str, Any]) -> str:
@@ -122,14 +137,20 @@ def _parser() -> MarkdownIt:
     return md
 
 
-def render_markdown(text: str, code_blocks: list[str] | None = None, *, code_font: str = "monospace") -> str:
+def render_markdown(
+    text: str, code_blocks: list[str] | None = None, *, code_font: str = "monospace", highlight: bool = True
+) -> str:
     """Render ``text`` (CommonMark + tables + strikethrough, raw HTML escaped) to HTML.
 
     The text of each code block (without its final newline) is appended to ``code_blocks`` when given; the
     block's "Copy code" link is ``copy-code:N`` with N its index in that list. ``code_font`` is the CSS
-    ``font-family`` of code blocks.
+    ``font-family`` of code blocks; ``highlight`` colours fenced code that names its language.
     """
-    env: dict[str, Any] = {_CODE_BLOCKS_KEY: code_blocks if code_blocks is not None else [], _CODE_FONT_KEY: code_font}
+    env: dict[str, Any] = {
+        _CODE_BLOCKS_KEY: code_blocks if code_blocks is not None else [],
+        _CODE_FONT_KEY: code_font,
+        _HIGHLIGHT_KEY: highlight,
+    }
     return _parser().render(text, env)
 
 
@@ -237,12 +258,14 @@ class MarkdownStream:
         self._pending_cr = delta.endswith("\r")
         return delta.replace("\r\n", "\n").replace("\r", "\n")
 
-    def _tail_env(self) -> dict[str, Any]:
-        """A render environment: code blocks cut back to the completed ones, a copy of known references."""
+    def _tail_env(self, highlight: bool = False) -> dict[str, Any]:
+        """A render environment: code blocks cut back to the completed ones, a copy of known references; code is
+        coloured only in completed blocks (the tail is re-rendered on every feed)."""
         del self.code_blocks[self._committed_code :]
         return {
             _CODE_BLOCKS_KEY: self.code_blocks,
             _CODE_FONT_KEY: self._code_font,
+            _HIGHLIGHT_KEY: highlight,
             "references": dict(self._references),
         }
 
@@ -253,7 +276,7 @@ class MarkdownStream:
 
     def _commit(self, done: str) -> str:
         """Render completed text for good, keeping its code blocks and link references."""
-        env = self._tail_env()
+        env = self._tail_env(highlight=True)
         self.rendered_chars += len(done)
         out = _parser().render(done, env)
         self._references = env.get("references", {})

@@ -7,6 +7,10 @@ soon as it cannot. A tool call is emitted once it is complete. Thinking is never
 written wrongly stays content, with a ``ToolCallError`` that says why; nothing here raises on a model's output.
 Feeding a text in any chunks gives the same result as feeding it whole (``parse_reply``).
 
+A closing tag with no opening one (the prompt opened the block, or the model skipped the tag) makes everything
+before it thinking: ``ContentRecast`` tells a streaming consumer that the content it was given so far was thinking.
+Thinking that never closes stays thinking (``thinking_unclosed``).
+
 Whitespace: a channel's leading whitespace after a boundary (reply start, ``</think>``, a call) is dropped, and
 so is its trailing whitespace before a boundary (held back meanwhile: at most ``MAX_HELD_SPACE`` characters).
 """
@@ -56,7 +60,15 @@ class ToolCallError:
     text: str
 
 
-ParsedEvent = ThinkingDelta | ContentDelta | ToolCall | ToolCallError
+@dataclass(frozen=True)
+class ContentRecast:
+    """A closing tag with no opening one ended the reply's first stretch: the content given so far was thinking.
+    ``thinking`` is the whole thinking now (it replaces that content; later content follows as usual)."""
+
+    thinking: str
+
+
+ParsedEvent = ThinkingDelta | ContentDelta | ToolCall | ToolCallError | ContentRecast
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class ParsedReply:
     tool_calls: tuple[ToolCall, ...] = ()
     errors: tuple[ToolCallError, ...] = ()
     thinking_unclosed: bool = False  # the reply ended inside its thinking (cut off, or it never closed)
-    stray_think_close: bool = False  # a closing tag with no opening one was dropped from content
+    stray_think_close: bool = False  # a closing tag with no opening one: what came before it became thinking
 
 
 class _Channel:
@@ -108,6 +120,17 @@ class _Channel:
     def text(self) -> str:
         return "".join(self._parts)
 
+    def take(self) -> str:
+        """Everything emitted and held, removed from this channel (its next stretch starts afresh)."""
+        text = "".join(self._parts) + self._space
+        self._parts, self._space, self.started = [], "", False
+        return text
+
+    def adopt(self, text: str) -> None:
+        """``text`` becomes this channel's (already told to the consumer in another form)."""
+        if text:
+            self._parts.append(text)
+
 
 class _State(Enum):
     CONTENT = "content"
@@ -127,6 +150,7 @@ class ReplyParser:
         self._content_tags = CALL_TAGS[self._config.tools] + ((think.close,) if think else ())
         self._state = _State.THINKING if think and self._config.prompt_opens_think else _State.CONTENT
         self._fresh = self._state is _State.CONTENT  # nothing read yet: a thinking block may open
+        self._think_seen = not self._fresh  # a block opened (here or in the prompt): a closing tag is no stray
         self._after_json_call = False  # Llama 3 separates parallel calls with ";"
         self._thinking, self._content = _Channel(ThinkingDelta), _Channel(ContentDelta)
         self._buf = ""
@@ -208,9 +232,22 @@ class ReplyParser:
         self._fresh = False
         if self._config.think and tag == self._config.think.close:
             self._stray_close = True
+            self._recast()
         else:
             self._start_call(tag)
         return True
+
+    def _recast(self) -> None:
+        """A closing tag with no opening one: the content before it was thinking, unless the reply already had
+        thinking or calls, or that content opens a tag itself (a model writing about tags)."""
+        think = self._config.think
+        assert think is not None
+        if self._think_seen or self._calls or self._errors or think.open in self._content.text:
+            return
+        self._think_seen = True
+        thinking = self._content.take().strip()
+        self._thinking.adopt(thinking)
+        self._out.append(ContentRecast(thinking))
 
     def _stretch_start(self, final: bool) -> bool | None:
         """At the start of content: skip whitespace, then open a thinking block or a bare JSON call if one starts
@@ -225,6 +262,7 @@ class ReplyParser:
         if self._fresh and think:
             if buf.startswith(think.open):
                 self._buf, self._fresh, self._state = buf[len(think.open) :], False, _State.THINKING
+                self._think_seen = True
                 return True
             if not final and think.open.startswith(buf):
                 return False

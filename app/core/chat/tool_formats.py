@@ -39,7 +39,9 @@ class ThinkTags:
 THINK_TAGS = ThinkTags("<think>", "</think>")  # DeepSeek-R1, QwQ, Qwen3, GLM
 MISTRAL_THINK_TAGS = ThinkTags("[THINK]", "[/THINK]")  # Magistral
 KIMI_THINK_TAGS = ThinkTags("◁think▷", "◁/think▷")  # Kimi-VL thinking
-_THINK_VARIANTS = (MISTRAL_THINK_TAGS, KIMI_THINK_TAGS, THINK_TAGS)
+SEED_THINK_TAGS = ThinkTags("<seed:think>", "</seed:think>")  # ByteDance Seed-OSS
+THINKING_TAGS = ThinkTags("<thinking>", "</thinking>")  # some fine-tunes (e.g. Reflection)
+THINK_VARIANTS = (MISTRAL_THINK_TAGS, KIMI_THINK_TAGS, SEED_THINK_TAGS, THINKING_TAGS, THINK_TAGS)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def reply_format_for(chat_template: str | None, architecture: str | None = None)
         tools = next((fmt for prefix, fmt in _ARCH_FORMATS if arch and arch.startswith(prefix)), ReplyFormat.NONE)
     if not template:
         return ReplyConfig(tools, THINK_TAGS)
-    think = next((t for t in _THINK_VARIANTS if t.open in template or t.close in template), None)
+    think = next((t for t in THINK_VARIANTS if t.open in template or t.close in template), None)
     return ReplyConfig(tools, think, think is not None and _prompt_opens_think(template, think))
 
 

@@ -129,3 +129,27 @@ def group_gguf_files(files: Iterable[HubFile]) -> list[GgufCandidate]:
         for key, members in groups.items()
     ]
     return sorted(candidates, key=lambda c: (c.is_projector, c.size_bytes or 0, c.key))
+
+
+_PROJECTOR_PRECISION = ("F16", "BF16", "F32")
+
+
+def matching_projector(candidates: Iterable[GgufCandidate], model_quant: str | None) -> GgufCandidate | None:
+    """The projector (mmproj) to download with a model of ``model_quant`` from a repository's ``candidates``:
+    full precision first (F16, as most repositories recommend: a quantized projector costs image quality for
+    little memory), then the model's own quantization, then the largest; None when the repository has none."""
+    projectors = [c for c in candidates if c.is_projector and c.complete]
+    if not projectors:
+        return None
+
+    def rank(c: GgufCandidate) -> tuple[int, int]:
+        quant = (c.quant or "").upper()
+        if quant in _PROJECTOR_PRECISION:
+            order = _PROJECTOR_PRECISION.index(quant)
+        elif model_quant and quant == model_quant.upper():
+            order = len(_PROJECTOR_PRECISION)
+        else:
+            order = len(_PROJECTOR_PRECISION) + 1
+        return order, -(c.size_bytes or 0)
+
+    return min(projectors, key=rank)

@@ -17,6 +17,9 @@ The arithmetic follows the llama.cpp that llama-cpp-python 0.3.36 vendors:
   f32 KQ matrix and mask without flash attention), the feed-forward step and the output (logits) step,
   fitted to llama.cpp's logged sizes (see ``llm-workstation bench estimate``).
 * Output buffer: one row of f32 logits per sequence, on the host.
+* Vision projector (``mmproj``), when the model has one: its weights, loaded by mtmd on the GPU when layers are
+  offloaded (llama-cpp-python's ``use_gpu``), else on the host. Its image-encoding compute buffer is small next
+  to them for the tiny test projectors and is not modelled.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class EstimateSettings:
     # llama.cpp's AMX copy of host matrices: on when this machine's CPU and llama.cpp build use Intel AMX
     # (``app.backends.llamacpp.cpu_features.llama_cpp_uses_amx``; ``fit_verdict`` takes it from the machine)
     cpu_amx: bool = False
+    projector_bytes: int = 0  # the vision projector's weights (its file's tensor data), loaded with the model
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, as sentences that say what to change."""
@@ -90,6 +94,8 @@ class MemoryEstimate:
     # The CPU backend's copies of host weights (buffers AMX and CPU_REPACK), part of weights_host_bytes
     weights_amx_bytes: int = 0
     weights_repack_bytes: int = 0
+    projector_bytes: int = 0  # the vision projector, part of gpu_bytes (offloaded) or host_bytes, and total_bytes
+    projector_gpu_bytes: int = 0
 
     @property
     def weights_copy_bytes(self) -> int:
@@ -226,8 +232,9 @@ def estimate_memory(header: GgufHeader, settings: EstimateSettings) -> MemoryEst
     else:  # partial offload: both backends plan a graph for their layers
         compute_gpu, compute_host = compute, compute
     output = shape.n_vocab * _F32 * settings.n_parallel
-    gpu = weights_gpu + kv_gpu + compute_gpu
-    host = weights_host + kv_host + compute_host + output
+    projector_gpu = settings.projector_bytes if settings.n_gpu_layers != 0 else 0
+    gpu = weights_gpu + kv_gpu + compute_gpu + projector_gpu
+    host = weights_host + kv_host + compute_host + output + settings.projector_bytes - projector_gpu
     return MemoryEstimate(
         weights_bytes=weights_gpu + weights_host,
         weights_gpu_bytes=weights_gpu,
@@ -247,6 +254,8 @@ def estimate_memory(header: GgufHeader, settings: EstimateSettings) -> MemoryEst
         gpu_layers=gpu_layers,
         weights_amx_bytes=copies.get("AMX", 0),
         weights_repack_bytes=copies.get("CPU_REPACK", 0),
+        projector_bytes=settings.projector_bytes,
+        projector_gpu_bytes=projector_gpu,
     )
 
 

@@ -31,6 +31,8 @@ __all__ = [
     "serve_argv",
     "serve_env",
     "shell_command",
+    "tool_parser",
+    "tool_parser_for",
     "unsupported_flags",
     "validate",
 ]
@@ -88,6 +90,8 @@ FLAG_SINCE: dict[str, str] = {
     "--no-enable-prefix-caching": "0.6.5",
     "--kv-offloading-size": "0.11.1",
     "--kv-offloading-backend": "0.11.1",
+    "--enable-auto-tool-choice": "0.6.0",  # tool calling in the OpenAI server: PR #5649
+    "--tool-call-parser": "0.6.0",
     "serve": "0.5.1",
 }
 # Flags a user might still type into "extra arguments" that newer versions reject.
@@ -138,6 +142,7 @@ class VllmServerOptions:
     enable_prefix_caching: bool | None = None  # None: vLLM's default (on for generative models)
     enforce_eager: bool = False
     kv_offloading_size: float | None = None  # GiB of CPU memory for offloaded KV blocks
+    tool_call_parser: str | None = None  # None: picked from the model's name (TOOL_PARSERS); "": no tool calling
     api_key: str | None = field(default=None, repr=False)  # never in logs or tracebacks
     extra_args: list[str] = field(default_factory=list)
     host: str = "127.0.0.1"
@@ -147,6 +152,50 @@ class VllmServerOptions:
     def display_name(self) -> str:
         """The name clients use in requests: the served name, else the model as given."""
         return self.served_model_name or self.model
+
+
+# Tool calling: ``--enable-auto-tool-choice --tool-call-parser P`` with the parser for the model's chat format, picked
+# from a piece of its name (lower-case, first match wins); vLLM's docs, "Tool Calling", list these parsers.
+TOOL_PARSERS: tuple[tuple[str, str], ...] = (
+    ("qwen3-coder", "qwen3_coder"),
+    ("hermes", "hermes"),  # before "mistral": Hermes fine-tunes of Mistral write Hermes calls
+    ("qwen", "hermes"),
+    ("qwq", "hermes"),
+    ("llama-4", "llama4_pythonic"),
+    ("llama4", "llama4_pythonic"),
+    ("llama-3", "llama3_json"),
+    ("llama3", "llama3_json"),
+    ("mistral", "mistral"),
+    ("mixtral", "mistral"),
+    ("ministral", "mistral"),
+    ("devstral", "mistral"),
+    ("magistral", "mistral"),
+    ("granite", "granite"),
+    ("internlm", "internlm"),
+    ("jamba", "jamba"),
+    ("gpt-oss", "openai"),
+    ("deepseek-v3", "deepseek_v3"),
+    ("deepseek-r1", "deepseek_v3"),
+    ("glm-4.5", "glm45"),
+    ("glm-4.6", "glm45"),
+    ("kimi-k2", "kimi_k2"),
+    ("phi-4-mini", "phi4_mini_json"),
+)
+_TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser")
+
+
+def tool_parser_for(model: str) -> str | None:
+    """vLLM's tool-call parser for a model (a repo id or a folder), from its name; None when it is not known."""
+    name = model.strip().lower().replace("_", "-")
+    return next((parser for piece, parser in TOOL_PARSERS if piece in name), None)
+
+
+def tool_parser(options: VllmServerOptions) -> str | None:
+    """The parser the server is started with: the one chosen, else the one known for the model; None for none
+    (also when the extra arguments set tool calling themselves)."""
+    if options.tool_call_parser == "" or set(_extra_flag_names(options.extra_args)) & set(_TOOL_FLAGS):
+        return None
+    return options.tool_call_parser or tool_parser_for(options.model)
 
 
 # --- version gating -----------------------------------------------------------------------------------------------
@@ -237,6 +286,10 @@ def _check_text(options: VllmServerOptions, messages: list[str]) -> None:
         )
     if options.api_key is not None and (not options.api_key or any(ch.isspace() for ch in options.api_key)):
         messages.append("The API key must not be empty or contain spaces.")
+    parser = options.tool_call_parser
+    if parser and not re.fullmatch(r"[A-Za-z0-9_]+", parser):
+        messages.append(f"The tool-call parser “{parser}” is not a parser name (such as hermes, llama3_json or "
+                        "mistral); leave it empty to pick one from the model's name.")  # fmt: skip
 
 
 def _check_extra_args(options: VllmServerOptions, messages: list[str]) -> None:
@@ -290,6 +343,9 @@ def _engine_args(options: VllmServerOptions) -> list[str]:
     if options.kv_offloading_size is not None:
         # The backend is named explicitly: it only became the default ("native") in 0.14 (PR #32421).
         args += ["--kv-offloading-size", _number(options.kv_offloading_size), "--kv-offloading-backend", "native"]
+    parser = tool_parser(options)
+    if parser:  # the chat's tools reach the model, and its calls come back as tool_calls
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", parser]
     return args + list(options.extra_args)
 
 

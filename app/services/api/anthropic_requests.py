@@ -5,6 +5,7 @@ messages, tools and tool choice in OpenAI's terms. Text models only: images and 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from app.core.params import GenerationOptions
@@ -26,11 +27,12 @@ def messages_call(body: dict[str, Any], max_tokens_limit: int) -> GenerationCall
     thinking = f.obj("thinking") or {}
     if thinking.get("type") not in (None, "enabled", "disabled", "adaptive"):
         raise bad_request('\'thinking.type\' must be "enabled" or "disabled".', param="thinking")
+    switch = {"enabled": True, "disabled": False}.get(thinking.get("type") or "")  # adaptive: the model's default
     return GenerationCall(
         model,
         messages=anthropic_messages(body),
         sampling=sampling,
-        options=_tool_options(f),
+        options=replace(_tool_options(f), enable_thinking=switch),
         stream=bool(f.boolean("stream")),
         keep_alive=f.keep_alive(),
         thinking=thinking.get("type") in ("enabled", "adaptive"),
@@ -74,6 +76,7 @@ def _message(message: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(content, list):
         raise bad_request(f"'{where}.content' must be a string or a list of content blocks.", param=where)
     texts: list[str] = []
+    thinking: list[str] = []
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     for i, block in enumerate(content):
@@ -85,13 +88,17 @@ def _message(message: Any, where: str) -> list[dict[str, Any]]:
             calls.append(_tool_use(block, at))
         elif kind == "tool_result" and role == "user":
             results.append(_tool_result(block, at))
-        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
-            continue  # earlier thinking is not sent back to the model
+        elif kind == "thinking" and role == "assistant":
+            thinking.append(block.get("thinking") if isinstance(block.get("thinking"), str) else "")
+        elif kind == "redacted_thinking" and role == "assistant":
+            continue  # nothing readable to send back
         else:
             why = TEXT_ONLY if kind in ("image", "document") else "this block does not belong in this message."
             raise bad_request(f"'{at}' is a {kind} block: {why}", param=at)
     if role == "assistant":
         reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
+        if "".join(thinking):  # earlier thinking, for a chat template that shows it again
+            reply["reasoning_content"] = "".join(thinking)
         if calls:
             reply["tool_calls"] = calls
         return [reply]

@@ -7,7 +7,16 @@ import time
 from typing import Any
 
 from app.core.chat.conversation import ReplyStats
-from app.services.api.replies import CallArgs, CallStart, CollectedReply, Out, TextOut, ThinkingOut, new_call_id
+from app.services.api.replies import (
+    CallArgs,
+    CallStart,
+    CollectedReply,
+    Out,
+    RecastOut,
+    TextOut,
+    ThinkingOut,
+    new_call_id,
+)
 
 
 def usage(stats: ReplyStats | None) -> dict[str, int]:
@@ -60,6 +69,8 @@ class ChatChunks:
             elif isinstance(out, CallStart):
                 delta = {"tool_calls": [{"index": out.index, "id": out.id, "type": "function",
                                          "function": {"name": out.name, "arguments": ""}}]}  # fmt: skip
+            elif isinstance(out, RecastOut):
+                continue  # what was streamed as content stays sent
             else:
                 assert isinstance(out, CallArgs)
                 delta = {"tool_calls": [{"index": out.index, "function": {"arguments": out.text}}]}

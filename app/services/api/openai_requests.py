@@ -38,8 +38,27 @@ def chat_call(body: dict[str, Any], max_tokens_limit: int) -> GenerationCall:
         logprobs=logprobs,
         top_logprobs=top,
         grammar=f.text("grammar"),  # llama-server's extension: a raw GBNF grammar (llama.cpp only)
+        **thinking_switches(f),
     )
     return call
+
+
+def thinking_switches(f: Fields) -> dict[str, Any]:
+    """``reasoning_effort`` (OpenAI's; "none" turns thinking off, "minimal" is "low") and vLLM's
+    ``chat_template_kwargs: {"enable_thinking"|"thinking": bool}``, as the options the engines take."""
+    switches: dict[str, Any] = {}
+    effort = f.text("reasoning_effort")
+    if effort == "none":
+        switches["enable_thinking"] = False
+    elif effort is not None:
+        switches["reasoning_effort"] = "low" if effort == "minimal" else effort
+    kwargs = f.obj("chat_template_kwargs") or {}
+    for key in ("enable_thinking", "thinking"):
+        if key in kwargs:
+            if not isinstance(kwargs[key], bool):
+                raise bad_request(f"'chat_template_kwargs.{key}' must be true or false.", param="chat_template_kwargs")
+            switches["enable_thinking"] = kwargs[key]
+    return switches
 
 
 def completion_call(body: dict[str, Any], max_tokens_limit: int) -> GenerationCall:
@@ -97,7 +116,8 @@ def _options(f: Fields, **fields: Any) -> GenerationOptions:
     options = GenerationOptions(**fields)
     if found := options.problems():
         text = " ".join(found)
-        param = next((name for word, name in (("grammar", "grammar"), ("logprobs", "top_logprobs"), ("tool", "tools"))
+        param = next((name for word, name in (("grammar", "grammar"), ("logprobs", "top_logprobs"), ("tool", "tools"),
+                                              ("reasoning_effort", "reasoning_effort"))
                       if word in text), "response_format")  # fmt: skip
         raise bad_request(" ".join(found), param=param)
     return options
@@ -139,6 +159,9 @@ def _message(message: Any, index: int) -> dict[str, Any]:
         out["tool_call_id"] = call_id
     if isinstance(message.get("name"), str) and message["name"]:
         out["name"] = message["name"]
+    reasoning = message.get("reasoning_content")
+    if role == "assistant" and isinstance(reasoning, str) and reasoning:  # for a template that shows it again
+        out["reasoning_content"] = reasoning
     return out
 
 

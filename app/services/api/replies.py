@@ -12,7 +12,7 @@ from typing import Any
 
 from app.backends.protocol import Delta
 from app.core.chat.conversation import ReplyStats
-from app.core.chat.reply_parser import ContentDelta, ParsedEvent, ReplyParser, ThinkingDelta, ToolCall
+from app.core.chat.reply_parser import ContentDelta, ContentRecast, ParsedEvent, ReplyParser, ThinkingDelta, ToolCall
 from app.services.api.errors import ApiError
 from app.services.engines.replies import ReplyStream
 
@@ -43,7 +43,15 @@ class CallArgs:
     text: str  # a piece of the arguments' JSON text
 
 
-Out = TextOut | ThinkingOut | CallStart | CallArgs
+@dataclass(frozen=True)
+class RecastOut:
+    """The text given so far was thinking (a closing tag with no opening one followed it): ``thinking`` is all of
+    it. A whole reply takes it; a stream cannot take back what it sent, and goes on."""
+
+    thinking: str
+
+
+Out = TextOut | ThinkingOut | CallStart | CallArgs | RecastOut
 
 
 @dataclass
@@ -72,6 +80,8 @@ class ReplyRun:
         self._pending_logprobs: list[dict[str, Any]] = []
         self._calls: dict[int, str] = {}  # index -> id, for calls an engine parsed
         self.call_count = 0
+        self._answered = False  # some answer text was given
+        self._thinking: list[str] = []
 
     @property
     def stats(self) -> ReplyStats | None:
@@ -105,7 +115,7 @@ class ReplyRun:
                 "model and engine that report them.", param="logprobs",
             )  # fmt: skip
         self._pending_logprobs += delta.logprobs or []
-        outs: list[Out] = []
+        outs: list[Out] = [self._thought(delta.reasoning)] if delta.reasoning else []
         if self._parser is None:
             if delta.text:
                 outs.append(self._text(delta.text))
@@ -117,9 +127,15 @@ class ReplyRun:
 
     def _finish(self) -> list[Out]:
         outs: list[Out] = self._parsed(self._parser.finish()) if self._parser is not None else []
+        if self._thinking and not self._answered and not self.call_count:
+            outs.append(self._text("".join(self._thinking).strip()))  # all thinking (cut off): content never empty
         if self._pending_logprobs:
             outs.append(self._text(""))
         return outs
+
+    def _thought(self, text: str) -> ThinkingOut:
+        self._thinking.append(text)
+        return ThinkingOut(text)
 
     def _parsed(self, events: list[ParsedEvent]) -> list[Out]:
         outs: list[Out] = []
@@ -127,7 +143,10 @@ class ReplyRun:
             if isinstance(event, ContentDelta):
                 outs.append(self._text(event.text))
             elif isinstance(event, ThinkingDelta):
-                outs.append(ThinkingOut(event.text))
+                outs.append(self._thought(event.text))
+            elif isinstance(event, ContentRecast):
+                self._thinking, self._answered = [event.thinking], False
+                outs.append(RecastOut(event.thinking))
             elif isinstance(event, ToolCall):
                 index = self.call_count
                 self.call_count += 1
@@ -136,6 +155,7 @@ class ReplyRun:
         return outs
 
     def _text(self, text: str) -> TextOut:
+        self._answered = self._answered or bool(text.strip())
         logprobs, self._pending_logprobs = self._pending_logprobs or None, []
         return TextOut(text, logprobs)
 
@@ -171,6 +191,8 @@ async def collect(steps: AsyncIterator[list[Out]], first: Callable[[], None] | N
                 reply.logprobs += out.logprobs or []
             elif isinstance(out, ThinkingOut):
                 thinking.append(out.text)
+            elif isinstance(out, RecastOut):
+                text, thinking = [], [out.thinking]
             elif isinstance(out, CallStart):
                 calls[out.index] = {"id": out.id, "name": out.name, "arguments": ""}
             elif out.index in calls:

@@ -24,7 +24,6 @@ from app.services.api.catalog import ModelCatalog, ServedModel
 from app.services.api.config import ServerConfig
 from app.services.api.errors import ApiError, Dialect, bad_request, from_app_error
 from app.services.api.fields import Fields, GenerationCall
-from app.services.api.formats import reply_parser
 from app.services.api.metrics import CONTENT_TYPE, ApiMetrics
 from app.services.api.openai_requests import chat_call, completion_call, embedding_inputs
 from app.services.api.records import RequestLog, RequestState, Tracker
@@ -33,6 +32,7 @@ from app.services.api.router import Lease, ModelRouter
 from app.services.api.sse import DONE, ClientGone, EventStream, data_event, named_event, unless_disconnected
 from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
+from app.services.engines.reply_formats import reply_parser
 
 log = logging.getLogger("app.services.api")
 

@@ -141,7 +141,7 @@ class ApiServer:
         self._api = Api(self.host, self.catalog, self._router, self.config, self.requests, self.metrics)
         app = build_app(self._api)
         config = uvicorn.Config(
-            app, http="h11", lifespan="off", log_config=None, access_log=False, server_header=False,
+            app, http=_http_protocol(), lifespan="off", log_config=None, access_log=False, server_header=False,
             timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S), ws="none",
         )  # fmt: skip
         return _quiet_server_class()(config)
@@ -158,3 +158,13 @@ def _quiet_server_class() -> type:
             yield
 
     return QuietServer
+
+
+def _http_protocol() -> str:
+    """uvicorn's C parser (httptools) where it is installed — a millisecond less per request than h11, which
+    matters at high concurrency next to a vLLM on the same cores — else h11."""
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return "h11"
+    return "httptools"

@@ -2,6 +2,9 @@
 
 Every write commits at once. With WAL and ``synchronous=NORMAL`` a committed write survives the process being
 killed (not a power cut), so a sent user message and the last saved part of a streaming reply are never lost.
+
+Every message's text and thinking is in a full-text index (FTS5, schema 3) that triggers keep in step with every
+write; ``search`` takes what a person types (operators and quotes are plain words) and returns snippets.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ from app.core.chat.conversation import (
     ReplyStats,
     Role,
 )
+from app.core.chat.fork import fork_conversation
+from app.core.chat.search_query import fts_query
+from app.core.chat.tool_use import ChatTools, ToolUse
 from app.services.paths import private_database
 
 log = logging.getLogger(__name__)
@@ -58,6 +64,34 @@ class ChatSummary(NamedTuple):
     id: int
     title: str
     updated_at: float
+
+
+class ChatInfo(NamedTuple):
+    """A chat's row with its pin and folder."""
+
+    id: int
+    title: str
+    updated_at: float
+    pinned: bool
+    folder: str
+
+
+class SearchHit(NamedTuple):
+    """One message that matches a search: its chat, where it is, and a snippet with the matches marked."""
+
+    conversation_id: int
+    title: str
+    message_id: int
+    message_index: int  # 0-based position in the chat (the transcript's row)
+    role: str
+    snippet: str  # matches between MARK_OPEN and MARK_CLOSE; see ``marked``
+
+    def marked(self, open_mark: str = "**", close_mark: str = "**") -> str:
+        """The snippet with each match between ``open_mark`` and ``close_mark``."""
+        return self.snippet.replace(MARK_OPEN, open_mark).replace(MARK_CLOSE, close_mark)
+
+
+MARK_OPEN, MARK_CLOSE = "\x02", "\x03"  # around matches in a snippet: characters no chat text holds
 
 
 @dataclass(frozen=True)
@@ -123,8 +157,46 @@ def _to_v2(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE conversations ADD COLUMN overflow TEXT NOT NULL DEFAULT 'drop_oldest'")
 
 
+def _to_v3(conn: sqlite3.Connection) -> None:
+    """Full-text search: an FTS5 index over the messages' text and thinking, kept in step by triggers; every
+    existing message is indexed here (the store is opened off the GUI thread)."""
+    conn.execute(
+        """CREATE VIRTUAL TABLE messages_fts USING fts5(content, reasoning, content='messages', content_rowid='id',
+           tokenize='unicode61 remove_diacritics 2', prefix='2 3')"""
+    )
+    conn.execute(
+        """CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+             INSERT INTO messages_fts(rowid, content, reasoning) VALUES (new.id, new.content, new.reasoning);
+           END"""
+    )
+    conn.execute(
+        """CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+             INSERT INTO messages_fts(messages_fts, rowid, content, reasoning)
+             VALUES ('delete', old.id, old.content, old.reasoning);
+           END"""
+    )
+    conn.execute(
+        """CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, reasoning ON messages BEGIN
+             INSERT INTO messages_fts(messages_fts, rowid, content, reasoning)
+             VALUES ('delete', old.id, old.content, old.reasoning);
+             INSERT INTO messages_fts(rowid, content, reasoning) VALUES (new.id, new.content, new.reasoning);
+           END"""
+    )
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+    # the chat list: pinned chats first, then the rest newest first, optionally one folder's
+    conn.execute("CREATE INDEX conversations_by_pin ON conversations(pinned, updated_at, id)")
+    conn.execute("CREATE INDEX conversations_by_folder ON conversations(folder, pinned, updated_at, id)")
+
+
+def _to_v4(conn: sqlite3.Connection) -> None:
+    """Tools in chat: a reply's tool calls with their approvals and results, and each chat's tools (the MCP servers
+    and tools it may use, those it always runs)."""
+    conn.execute("ALTER TABLE messages ADD COLUMN tool_calls_json TEXT")
+    conn.execute("ALTER TABLE conversations ADD COLUMN tools_json TEXT")
+
+
 # _MIGRATIONS[n] takes a database from schema version n to n + 1; append new steps, never edit old ones.
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2)
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -239,13 +311,16 @@ def _message_fields(message: Message) -> dict[str, Any]:
         "error": message.error,
         "reasoning": message.reasoning,
         "attachments_json": json.dumps([a.to_dict() for a in message.attachments]) if message.attachments else None,
+        "tool_calls_json": json.dumps([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
     }
 
 
 _INSERT_MESSAGE = """INSERT INTO messages (conversation_id, position, role, content, status, model, backend,
-                                          settings_json, stats_json, error, created_at, reasoning, attachments_json)
+                                          settings_json, stats_json, error, created_at, reasoning, attachments_json,
+                                          tool_calls_json)
                       VALUES (:conversation_id, :position, :role, :content, :status, :model, :backend,
-                              :settings_json, :stats_json, :error, :created_at, :reasoning, :attachments_json)"""
+                              :settings_json, :stats_json, :error, :created_at, :reasoning, :attachments_json,
+                              :tool_calls_json)"""
 
 
 def _message_rows(conversation_id: int, messages: Iterable[Message], created_at: float) -> Iterator[dict[str, Any]]:
@@ -260,7 +335,8 @@ def _message_rows(conversation_id: int, messages: Iterable[Message], created_at:
 
 
 _MESSAGE_COLUMNS = (
-    "id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, attachments_json"
+    "id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, attachments_json, "
+    "tool_calls_json"
 )
 _ROLES = {str(role): role for role in Role}
 _STATUSES = {str(status): status for status in MessageStatus}
@@ -269,7 +345,8 @@ _FAST_JSON_CHARS = 4096  # shorter JSON cannot nest deep enough to matter: parse
 
 def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
     """A message from a row of ``_MESSAGE_COLUMNS`` (in that order): ~3,000 a chat open, so kept lean."""
-    message_id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, attached = row
+    message_id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, *rest = row
+    attached, calls = rest
     return Message(
         role=_ROLES.get(role) or Role(role),
         content=content,
@@ -282,6 +359,7 @@ def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
         error=error,
         reasoning=reasoning,
         attachments=_attachments(attached, message_id) if attached else [],
+        tool_calls=_tool_calls(calls, message_id) if calls else [],
     )
 
 
@@ -293,6 +371,26 @@ def _attachments(text: str, message_id: int) -> list[Attachment]:
     except (safe_json.JsonError, TypeError, AttributeError) as exc:
         log.warning("History: the attachments of message %s are unreadable (%s); shown without them.", message_id, exc)
         return []
+
+
+def _tool_calls(text: str, message_id: int) -> list[ToolUse]:
+    """The tool calls column (a JSON list); a damaged one reads as none (logged) so the chat still opens."""
+    try:
+        items = safe_json.loads(text, what=f"the tool calls of message {message_id}", max_bytes=None)
+        return [ToolUse.from_dict(item) for item in items]
+    except (safe_json.JsonError, TypeError, AttributeError) as exc:
+        log.warning("History: the tool calls of message %s are unreadable (%s); shown without them.", message_id, exc)
+        return []
+
+
+def _chat_tools(text: str | None) -> ChatTools:
+    if not text:
+        return ChatTools()
+    try:
+        return ChatTools.from_dict(safe_json.loads(text, what="a chat's tools", max_bytes=None))
+    except safe_json.JsonError as exc:
+        log.warning("History: %s; the chat offers no tools until they are chosen again.", exc)
+        return ChatTools()
 
 
 def _json_column(text: str | None, column: str, message_id: int) -> dict[str, Any] | None:
@@ -316,14 +414,19 @@ def _json_column(text: str | None, column: str, message_id: int) -> dict[str, An
 
 
 def _conversation_extras(conversation: Conversation) -> tuple[Any, ...]:
-    """forked_from, forked_at, pinned, folder, overflow: the conversation columns added in schema 2."""
+    """forked_from, forked_at, pinned, folder, overflow (schema 2), tools_json (schema 4)."""
     return (
         conversation.forked_from,
         conversation.forked_at,
         int(conversation.pinned),
         conversation.folder,
         str(conversation.overflow),
+        _tools_json(conversation.tools),
     )
+
+
+def _tools_json(tools: ChatTools) -> str | None:
+    return json.dumps(tools.to_dict()) if tools.any or tools.always else None
 
 
 def _overflow(text: str) -> OverflowPolicy:
@@ -331,6 +434,25 @@ def _overflow(text: str) -> OverflowPolicy:
         return OverflowPolicy(text)
     except ValueError:
         return OverflowPolicy.DROP_OLDEST
+
+
+_SEARCH = """SELECT m.conversation_id, c.title, m.id, m.position, m.role,
+                     snippet(messages_fts, -1, ?, ?, '…', 14)
+              FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+                   JOIN conversations c ON c.id = m.conversation_id
+              WHERE messages_fts MATCH ? ORDER BY messages_fts.rowid DESC LIMIT ?"""
+
+
+def _chat_filter(pinned: bool | None, folder: str | None) -> tuple[list[str], tuple[Any, ...]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if pinned is not None:
+        where.append("pinned = ?")
+        params.append(int(pinned))
+    if folder is not None:
+        where.append("folder = ?")
+        params.append(" ".join(folder.split()))
+    return where, tuple(params)
 
 
 # --- the store --------------------------------------------------------------------------------------------------
@@ -415,23 +537,82 @@ class ConversationStore:
         with self._reading() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
 
-    def conversations_page(self, limit: int = 100, after: tuple[float, int] | None = None) -> ConversationPage:
+    def conversations_page(
+        self,
+        limit: int = 100,
+        after: tuple[float, int] | None = None,
+        *,
+        pinned: bool | None = None,
+        folder: str | None = None,
+    ) -> ConversationPage:
         """Up to ``limit`` chats, newest first, starting after the cursor ``after`` (the previous page's).
 
         A cursor rather than an offset: chats created or deleted between two pages neither repeat nor vanish.
+        ``pinned`` and ``folder`` (when not None) keep only the chats pinned (or not) and in that folder ("" for
+        none); ``total`` counts the chats that pass them.
         """
         _check_page(limit)
-        query = "SELECT id, title, updated_at FROM conversations"
-        params: tuple[Any, ...] = ()
+        where, params = _chat_filter(pinned, folder)
+        cursor = list(where)
         if after is not None:
-            query += " WHERE updated_at < ? OR (updated_at = ? AND id < ?)"
-            params = (after[0], after[0], after[1])
+            cursor.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
+        clause = f" WHERE {' AND '.join(cursor)}" if cursor else ""
+        count_clause = f" WHERE {' AND '.join(where)}" if where else ""
+        args = (*params, *((after[0], after[0], after[1]) if after is not None else ()))
         with self._reading() as conn:
-            rows = conn.execute(f"{query} ORDER BY updated_at DESC, id DESC LIMIT ?", (*params, limit + 1)).fetchall()
-            total = int(conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
-        chats = [ChatSummary(row["id"], row["title"], row["updated_at"]) for row in rows[:limit]]
+            rows = conn.execute(
+                f"SELECT id, title, updated_at FROM conversations{clause} ORDER BY updated_at DESC, id DESC LIMIT ?",
+                (*args, limit + 1),
+            ).fetchall()
+            total = int(conn.execute(f"SELECT COUNT(*) FROM conversations{count_clause}", params).fetchone()[0])
+        chats = [ChatSummary(r[0], r[1], r[2]) for r in rows[:limit]]
         more = len(rows) > limit
         return ConversationPage(chats, total, (chats[-1].updated_at, chats[-1].id) if more else None)
+
+    def summary(self, conversation_id: int) -> ChatInfo | None:
+        """A chat's list row (title, time, pin, folder) without its messages; None when there is no such chat."""
+        with self._reading() as conn:
+            row = conn.execute(
+                "SELECT id, title, updated_at, pinned, folder FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        return ChatInfo(row[0], row[1], row[2], bool(row[3]), row[4]) if row else None
+
+    def folders(self) -> list[str]:
+        """The folder names in use, sorted (case-insensitively)."""
+        with self._reading() as conn:
+            rows = conn.execute("SELECT DISTINCT folder FROM conversations WHERE folder != ''").fetchall()
+        return sorted((row[0] for row in rows), key=str.casefold)
+
+    def chats_with_counts(self) -> list[tuple[int, str, float, int]]:
+        """(id, title, updated_at, messages) of every chat, most recently active first."""
+        with self._reading() as conn:
+            rows = conn.execute(
+                """SELECT c.id, c.title, c.updated_at,
+                          (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id)
+                   FROM conversations c ORDER BY c.updated_at DESC, c.id DESC"""
+            ).fetchall()
+        return [(row[0], row[1], row[2], row[3]) for row in rows]
+
+    def search(self, text: str, limit: int = 50) -> list[SearchHit]:
+        """Messages whose text or thinking holds every word of ``text`` (newest first), with a snippet.
+
+        Anything may be typed: FTS operators and quotes are plain words (see ``app.core.chat.search_query``).
+        """
+        _check_page(limit)
+        query = fts_query(text)
+        if query is None:
+            return []
+        with self._reading() as conn:
+            rows = conn.execute(_SEARCH, (MARK_OPEN, MARK_CLOSE, query, limit)).fetchall()
+        return [SearchHit(*row) for row in rows]
+
+    def fork(self, conversation_id: int, at: int, last_turns: int | None = None) -> Conversation:
+        """A new chat holding message ``at`` (1-based) and those before it, or only the last ``last_turns`` turns
+        of them; it records where it came from. Returns the new chat (with its messages)."""
+        source = self.load(conversation_id)
+        fork = fork_conversation(source, at, last_turns)
+        [fork.id] = self.import_conversations([fork])
+        return self.load(fork.id)
 
     def count_messages(self, conversation_id: int) -> int:
         """How many messages a conversation holds (``NotFoundError`` for an unknown id)."""
@@ -463,7 +644,8 @@ class ConversationStore:
                 stamp = conversation.updated_at or self._stamp(conn)
                 cur = conn.execute(
                     """INSERT INTO conversations (title, system_prompt, created_at, updated_at, forked_from, forked_at,
-                                                  pinned, folder, overflow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                                  pinned, folder, overflow, tools_json)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     (conversation.title, conversation.system_prompt, stamp, stamp, *_conversation_extras(conversation)),
                 )
                 assert cur.lastrowid is not None
@@ -490,6 +672,7 @@ class ConversationStore:
             pinned=bool(head["pinned"]),
             folder=head["folder"],
             overflow=_overflow(head["overflow"]),
+            tools=_chat_tools(head["tools_json"]),
         )
 
     def rename(self, conversation_id: int, title: str) -> None:
@@ -516,6 +699,10 @@ class ConversationStore:
     def set_overflow(self, conversation_id: int, policy: OverflowPolicy) -> None:
         """What the chat does when its history outgrows the model's context."""
         self._set_column(conversation_id, "overflow", str(OverflowPolicy(policy)))
+
+    def set_tools(self, conversation_id: int, tools: ChatTools) -> None:
+        """The MCP tools the chat may use, and those it runs without asking."""
+        self._set_column(conversation_id, "tools_json", _tools_json(tools))
 
     def _set_column(self, conversation_id: int, column: str, value: Any) -> None:
         with self._writing() as conn:
@@ -561,7 +748,8 @@ class ConversationStore:
             cur = conn.execute(
                 """UPDATE messages SET content = :content, status = :status, model = :model, backend = :backend,
                                        settings_json = :settings_json, stats_json = :stats_json, error = :error,
-                                       reasoning = :reasoning, attachments_json = :attachments_json
+                                       reasoning = :reasoning, attachments_json = :attachments_json,
+                                       tool_calls_json = :tool_calls_json
                    WHERE id = :id""",
                 {"id": message.id, **_message_fields(message)},
             )
@@ -662,9 +850,32 @@ class AsyncConversationStore:
         """See ``ConversationStore.count_conversations``."""
         return await self._call(self.store.count_conversations)
 
-    async def conversations_page(self, limit: int = 100, after: tuple[float, int] | None = None) -> ConversationPage:
+    async def conversations_page(
+        self,
+        limit: int = 100,
+        after: tuple[float, int] | None = None,
+        *,
+        pinned: bool | None = None,
+        folder: str | None = None,
+    ) -> ConversationPage:
         """See ``ConversationStore.conversations_page``."""
-        return await self._call(self.store.conversations_page, limit, after)
+        return await self._call(self.store.conversations_page, limit, after, pinned=pinned, folder=folder)
+
+    async def summary(self, conversation_id: int) -> ChatInfo | None:
+        """See ``ConversationStore.summary``."""
+        return await self._call(self.store.summary, conversation_id)
+
+    async def folders(self) -> list[str]:
+        """See ``ConversationStore.folders``."""
+        return await self._call(self.store.folders)
+
+    async def search(self, text: str, limit: int = 50) -> list[SearchHit]:
+        """See ``ConversationStore.search``."""
+        return await self._call(self.store.search, text, limit)
+
+    async def fork(self, conversation_id: int, at: int, last_turns: int | None = None) -> Conversation:
+        """See ``ConversationStore.fork``."""
+        return await self._call(self.store.fork, conversation_id, at, last_turns)
 
     async def count_messages(self, conversation_id: int) -> int:
         """See ``ConversationStore.count_messages``."""
@@ -701,6 +912,10 @@ class AsyncConversationStore:
     async def set_overflow(self, conversation_id: int, policy: OverflowPolicy) -> None:
         """See ``ConversationStore.set_overflow``."""
         await self._call(self.store.set_overflow, conversation_id, policy)
+
+    async def set_tools(self, conversation_id: int, tools: ChatTools) -> None:
+        """See ``ConversationStore.set_tools``; the setting is copied when the call starts."""
+        await self._call(self.store.set_tools, conversation_id, copy.deepcopy(tools))
 
     async def delete(self, conversation_id: int) -> None:
         """See ``ConversationStore.delete``."""

@@ -12,16 +12,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
-from app.core.chat.conversation import Conversation, Message, MessageStatus, ReplyStats, Role, title_from
+from app.backends.protocol import RequestRefusedError
+from app.core.chat.conversation import (
+    Attachment,
+    Conversation,
+    Message,
+    MessageStatus,
+    OverflowPolicy,
+    ReplyStats,
+    Role,
+    title_from,
+)
+from app.core.chat.overflow import ContextFullError
+from app.core.chat.thinking import ThinkingChoice
+from app.core.chat.tool_use import MAX_ROUNDS, Approval, ChatTools
 from app.core.errors import AppError, BusyError
-from app.core.params import SamplingParams
+from app.core.params import GenerationOptions, SamplingParams
+from app.services.chat.attachments import inline_images
+from app.services.chat.context_fit import fit_prompt, record_fit
 from app.services.chat.history import AsyncConversationStore
+from app.services.chat.reply_reader import ReplyReader, thinking_options
+from app.services.chat.tool_loop import (
+    OfferedTool,
+    ToolCalls,
+    offered_tools,
+    refused_tools_text,
+    start_servers,
+    tool_uses,
+)
 from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
 from app.services.engines.replies import ReplyStream
+from app.services.mcp.manager import McpManager
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +65,22 @@ class ChatObserver:
     def reply_queued(self, replies_ahead: int) -> None:
         """The engine runs one reply at a time and others are ahead of this one; it starts when they end."""
 
-    def reply_delta(self, text: str) -> None: ...
+    def reply_delta(self, text: str) -> None:
+        """More of the reply's answer."""
 
-    def reply_finished(self, message: Message) -> None: ...
+    def reply_thinking(self, text: str) -> None:
+        """More of the reply's thinking (shown apart from the answer)."""
+
+    def reply_recast(self, thinking: str) -> None:
+        """The answer so far was thinking (a closing tag with no opening one followed it): ``thinking`` is all of it
+        now, and the answer starts again from nothing."""
+
+    def reply_finished(self, message: Message) -> None:
+        """The reply has ended (with its tool rounds: ``message`` is the last of them)."""
+
+    def tools_changed(self, message: Message) -> None:
+        """A reply's tool calls changed: calls to show (one waits for the user's decision: ``ChatSession.decide``),
+        a decision, a result. The reply's text has ended; the next round (if any) starts with ``reply_started``."""
 
     def failed(self, text: str) -> None: ...
 
@@ -54,7 +93,10 @@ class ChatSession:
         sampling: Callable[[], SamplingParams],
         observer: ChatObserver | None = None,
         engine: EngineKind = EngineKind.LLAMACPP,
+        attachments_dir: str = "",
+        mcp: McpManager | None = None,
     ) -> None:
+        self.attachments_dir = attachments_dir  # where the images sent in chats are kept (absolute)
         self.store = store
         self.host = host
         self.engine = engine
@@ -63,10 +105,21 @@ class ChatSession:
         self.conversation: Conversation | None = None
         self.generating = False
         self._stream: ReplyStream | None = None
-        self._parts: list[str] = []
+        self._reader: ReplyReader | None = None
+        # thinking on/off and effort (the chat workspace gives the loaded model's saved choice); sent where offered
+        self.thinking: Callable[[], ThinkingChoice] = ThinkingChoice
+        self.mcp = mcp  # the MCP servers whose tools chats may use (None: no tools)
+        self.tools = ToolCalls(mcp, self._tools_changed, self._save_tools)
+        # OpenAI's tool_choice for each round of a reply (0, 1, …): "auto" lets the model decide; "required" forces
+        # a call (a grammar on llama.cpp), e.g. the first round of a task that needs a tool
+        self.tool_choice: Callable[[int], str] = lambda _round: "auto"
+        self._replying: Message | None = None  # the reply whose tool calls are being settled
+        self._settling: asyncio.Task[None] | None = None
+        self._stopped = False
 
     async def open(self, conversation_id: int) -> Conversation:
         self.conversation = await self.store.load(conversation_id)
+        self.conversation.attachments_dir = self.attachments_dir
         self.observer.conversation_changed(self.conversation)
         return self.conversation
 
@@ -77,6 +130,7 @@ class ChatSession:
         Modelfile's MESSAGE lines do."""
         seeded = [Message(Role(role), text) for role, text in messages or [] if role != Role.SYSTEM]
         conversation = Conversation(title=title, system_prompt=system_prompt, messages=seeded)
+        conversation.attachments_dir = self.attachments_dir
         self.conversation = conversation
         self.observer.conversation_changed(conversation)
         return conversation
@@ -93,16 +147,45 @@ class ChatSession:
             if conversation.id is not None:
                 await self.store.set_system_prompt(conversation.id, text)
 
-    async def send(self, text: str) -> Message | None:
-        """Save the user's message, then generate and save the reply. Returns the reply."""
+    async def set_overflow(self, policy: OverflowPolicy) -> None:
+        """What this chat does when its history fills the model's context (saved with the chat)."""
+        conversation = await self._current()
+        conversation.overflow = OverflowPolicy(policy)
+        if conversation.id is not None:
+            await self.store.set_overflow(conversation.id, conversation.overflow)
+
+    async def set_tools(self, tools: ChatTools) -> None:
+        """The MCP servers and tools this chat may use (saved with the chat); their servers are started."""
+        conversation = await self._current()
+        conversation.tools = tools
+        if conversation.id is not None:
+            await self.store.set_tools(conversation.id, tools)
+        await start_servers(self.mcp, tools)
+
+    def decide(self, call_id: str, approval: Approval, reason: str = "") -> bool:
+        """The user's decision on a tool call waiting for one: approve once, always (for this tool in this chat),
+        or deny (``reason`` is sent to the model). False when no such call waits."""
+        return self.tools.decide(call_id, approval, reason)
+
+    async def continue_tools(self) -> Message | None:
+        """After the round cap (or a Stop once the calls were settled): let the model go on from the results."""
+        conversation = await self._current()
+        last = conversation.messages[-1] if conversation.messages else None
+        if last is None or not last.tool_calls or not all(c.settled for c in last.tool_calls):
+            return None
+        return await self._generate()
+
+    async def send(self, text: str, attachments: Sequence[Attachment] = ()) -> Message | None:
+        """Save the user's message (with its images, already in the attachments folder), then generate and save
+        the reply. Returns the reply."""
         conversation = await self._current()
         if conversation.title == NEW_TITLE:
-            conversation.title = title_from(text)
+            conversation.title = title_from(text or ", ".join(a.name for a in attachments) or NEW_TITLE)
             if conversation.id is not None:
                 await self.store.rename(conversation.id, conversation.title)
         await self._stored()
         assert conversation.id is not None
-        user = await self.store.append_message(conversation.id, Message(Role.USER, text))
+        user = await self.store.append_message(conversation.id, Message(Role.USER, text, attachments=[*attachments]))
         conversation.messages.append(user)
         self.observer.conversation_changed(conversation)
         return await self._generate()
@@ -134,18 +217,30 @@ class ChatSession:
         conversation = await self._current()
         if not (0 <= index < len(conversation.messages)) or conversation.messages[index].role is not Role.USER:
             raise ValueError(f"message {index} is not a user message")
+        images = conversation.messages[index].attachments  # the edited message keeps its images
         await self._truncate_from(index)
-        return await self.send(text)
+        return await self.send(text, images)
 
     def stop(self) -> None:
-        """Stop this chat's reply (on engines that run several replies, only this one)."""
-        if self.generating and self._stream is not None:
+        """Stop this chat's reply (on engines that run several replies, only this one): its text, its tool calls
+        in flight, and the loop of tool rounds."""
+        if not self.generating:
+            return
+        self._stopped = True
+        if self._stream is not None:
             self._stream.stop()
+        if self._settling is not None:
+            self._settling.cancel()
 
     @property
     def reply_text(self) -> str:
-        """The reply being generated, so far."""
-        return "".join(self._parts)
+        """The reply being generated, so far (its answer)."""
+        return self._reader.content if self._reader is not None else ""
+
+    @property
+    def reply_thinking(self) -> str:
+        """The thinking of the reply being generated, so far."""
+        return self._reader.thinking if self._reader is not None else ""
 
     async def _current(self) -> Conversation:
         if self.conversation is None:
@@ -162,6 +257,8 @@ class ChatSession:
             assert conversation.id is not None
             for message in conversation.messages:
                 await self.store.append_message(conversation.id, message)
+            if conversation.tools.any:
+                await self.store.set_tools(conversation.id, conversation.tools)
         return conversation
 
     async def _truncate_from(self, index: int) -> None:
@@ -172,33 +269,101 @@ class ChatSession:
         del conversation.messages[index:]
 
     async def _generate(self, continuing: Message | None = None) -> Message | None:
+        """One reply, then while it calls tools (at most ``MAX_ROUNDS`` rounds): settle its calls and let the model
+        answer again from their results. A cap ends it with the last round's calls settled (Continue goes on)."""
         if self.generating:
-            raise BusyError("A reply is already being generated. Stop it first.")
+            raise BusyError("A reply is being generated. Stop it first.")
         conversation = await self._stored()
+        self.generating, self._stopped = True, False
+        reply: Message | None = None
+        try:
+            await start_servers(self.mcp, conversation.tools)
+            reply = await self._reply_round(conversation, continuing, 0)
+            rounds = 1
+            while reply.tool_calls and reply.status is MessageStatus.COMPLETE and not self._stopped:
+                await self._settle(reply)
+                if self._stopped or rounds >= MAX_ROUNDS:
+                    break
+                reply = await self._reply_round(conversation, None, rounds)
+                rounds += 1
+        finally:
+            self.generating = False
+            if reply is not None:
+                self.observer.reply_finished(reply)
+        return reply
+
+    async def _reply_round(self, conversation: Conversation, continuing: Message | None, round_: int) -> Message:
+        """One model reply (the chat's tools offered), streamed and saved."""
         assert conversation.id is not None
         sampling = self._sampling()
-        prompt = conversation.prompt_messages()  # ends with the unfinished reply when continuing
+        refused: ContextFullError | None = None
+        try:  # ends with the unfinished reply when continuing; cut to the model's context by the chat's policy
+            prompt, fit_notes = await fit_prompt(self.host, self.engine, conversation, sampling)
+        except ContextFullError as exc:  # kept as a failed reply that says what to do; Regenerate tries again
+            prompt, fit_notes, refused = [], {}, exc
+        except AppError as exc:  # the engine could not count: send it all, the engine says what is wrong
+            log.warning("could not fit the chat to the context: %s", exc)
+            prompt, fit_notes = conversation.prompt_messages(), {}
         earlier = continuing.stats if continuing is not None else None
         if continuing is None:
             reply = self._new_reply(sampling)
+            record_fit(reply.settings, fit_notes)
             await self.store.append_message(conversation.id, reply)
             conversation.messages.append(reply)
         else:
             reply = continuing
             reply.status, reply.error = MessageStatus.STREAMING, None
-        self.generating = True
+            record_fit(reply.settings, fit_notes)
         self.observer.reply_started(reply)
         try:
-            await self._stream_into(reply, prompt, sampling)
+            if refused is not None:
+                reply.status, reply.error = MessageStatus.FAILED, str(refused)
+                self.observer.failed(str(refused))
+                return reply
+            offered = offered_tools(self.mcp, conversation.tools)
+            await self._stream_into(reply, prompt, sampling, continuing is not None, offered, round_)
             if continuing is not None:
                 reply.stats = _continued_stats(earlier, reply.stats)
         finally:
-            try:
-                await self.store.update_message(reply)
-            finally:
-                self.generating = False
-                self.observer.reply_finished(reply)
+            await self.store.update_message(reply)
         return reply
+
+    async def _settle(self, reply: Message) -> None:
+        """Settle the reply's tool calls (Stop cancels them), saved as they are decided and run."""
+        conversation = await self._current()
+        self._replying = reply
+        self._settling = asyncio.ensure_future(self.tools.settle(reply.tool_calls, conversation.tools))
+        try:
+            await self._settling
+        except asyncio.CancelledError:
+            if not self._stopped:  # the session's own task was cancelled, not the calls alone
+                raise
+            reply.status = MessageStatus.STOPPED
+        finally:
+            self._settling = None
+            await self.store.update_message(reply)
+
+    def _unique_ids(self, calls: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """The calls with ids no earlier call of the chat has (Ollama numbers each reply's calls from 0)."""
+        used = {c.id for m in self.conversation.messages for c in m.tool_calls} if self.conversation else set()
+        out = []
+        for call_id, name, arguments in calls:
+            unique, n = call_id, 1
+            while unique in used:
+                n += 1
+                unique = f"{call_id}_{n}"
+            used.add(unique)
+            out.append((unique, name, arguments))
+        return out
+
+    def _tools_changed(self) -> None:
+        if self._replying is not None:
+            self.observer.tools_changed(self._replying)
+
+    async def _save_tools(self) -> None:
+        conversation = await self._current()
+        if conversation.id is not None:
+            await self.store.set_tools(conversation.id, conversation.tools)
 
     def _new_reply(self, sampling: SamplingParams) -> Message:
         engine = self.host.engine(self.engine)
@@ -209,33 +374,47 @@ class ChatSession:
             backend=str(self.engine), settings=settings,
         )  # fmt: skip
 
-    async def _stream_into(self, reply: Message, prompt: list[dict[str, str]], sampling: SamplingParams) -> None:
-        parts: list[str] = [reply.content] if reply.content else []  # a continued reply keeps what it had
-        self._parts = parts
+    async def _stream_into(
+        self, reply: Message, prompt: list[dict[str, Any]], sampling: SamplingParams, continuing: bool = False,
+        offered: Sequence[OfferedTool] = (), round_: int = 0,
+    ) -> None:  # fmt: skip
+        reader = self._reader = ReplyReader(reply, self.observer, continuing=continuing)  # continued: keeps its text
         saving: asyncio.Task[None] | None = None
         last_save = time.monotonic()
         try:
-            stream = self._stream = self.host.stream_chat(self.engine, prompt, sampling)
+            options = await thinking_options(self.host, self.engine, self.thinking())
+            if offered:
+                tools = [tool.as_function() for tool in offered]
+                options = replace(options or GenerationOptions(), tools=tools, tool_choice=self.tool_choice(round_))
+            await reader.start(self.host, self.engine, options)
+            if self.engine is not EngineKind.LLAMACPP:  # the llama.cpp worker reads the images itself
+                prompt = await inline_images(prompt)
+            stream = self._stream = self.host.stream_chat(self.engine, prompt, sampling, options)
             if stream.waiting:
                 self.observer.reply_queued(stream.place or 0)
             async for delta in stream:
-                parts.append(delta.text)
-                self.observer.reply_delta(delta.text)
+                reader.feed(delta)
                 if time.monotonic() - last_save >= PARTIAL_SAVE_INTERVAL_S and (saving is None or saving.done()):
-                    reply.content = "".join(parts)
+                    reader.apply()
                     saving = asyncio.ensure_future(self.store.update_message(reply))
                     last_save = time.monotonic()
-            stats = reply.stats = stream.stats
+            reader.finish()
+            stats = reply.stats = reader.stats(stream.stats)
             stopped = stats is not None and stats.finish_reason == "stopped"
             reply.status = MessageStatus.STOPPED if stopped else MessageStatus.COMPLETE
-        except AppError as exc:  # GenerationError included: the partial reply stays in ``parts``
-            reply.status, reply.error = MessageStatus.FAILED, str(exc)
-            self.observer.failed(str(exc))
+            reply.tool_calls = tool_uses(self._unique_ids(reader.calls), list(offered)) if offered else []
+        except AppError as exc:  # GenerationError included: the partial reply stays in the reader
+            text = str(exc)
+            if offered and self.engine is EngineKind.VLLM and isinstance(exc, RequestRefusedError) and "tool" in text:
+                text = refused_tools_text(text)
+            reply.status, reply.error = MessageStatus.FAILED, text
+            self.observer.failed(text)
         except asyncio.CancelledError:
             reply.status = MessageStatus.STOPPED
             raise
         finally:
-            reply.content = "".join(parts)
+            reader.finish()  # what the parser held back (a partial tag) is decided now; a no-op once finished
+            reader.apply()
             ended, self._stream = self._stream, None
             if ended is not None:
                 await ended.aclose()
@@ -247,4 +426,5 @@ def _continued_stats(earlier: ReplyStats | None, now: ReplyStats | None) -> Repl
     """The figures of a reply that was continued: the tokens of both parts, the latest prompt, speed and end."""
     if earlier is None or now is None:
         return now
-    return replace(now, completion_tokens=earlier.completion_tokens + now.completion_tokens)
+    return replace(now, completion_tokens=earlier.completion_tokens + now.completion_tokens,
+                   thinking_ms=earlier.thinking_ms, thinking_tokens=earlier.thinking_tokens)  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.backends.protocol import ModelInfo
 from app.core.chat.conversation import Conversation, Role
+from app.core.chat.thinking import ThinkingChoice
 from app.core.errors import BusyError
 from app.core.modelfile.parser import Modelfile
 from app.core.modelfile.presets import engine_switch_notes, to_llamacpp, to_vllm
@@ -85,8 +86,13 @@ class ChatWorkspace:
 
     def new_session(self) -> ChatSession:
         assert self.store is not None
-        session = ChatSession(self.store, self.host, self._sampling, engine=self.engine)
+        attachments = str(self.workstation.paths.attachments_dir)
+        session = ChatSession(
+            self.store, self.host, self._sampling, engine=self.engine, attachments_dir=attachments,
+            mcp=self.workstation.mcp,
+        )  # fmt: skip
         session.observer = self._observer_factory(session)
+        session.thinking = self.thinking_choice
         return session
 
     # --- which chats are generating ---------------------------------------------------------------------------
@@ -152,6 +158,11 @@ class ChatWorkspace:
         """How ``entry`` (default: the model loaded now) loads: its own settings, else the defaults."""
         entry = entry or self.entry
         return self.model_settings.effective_load(entry) if entry else self.workstation.settings.load
+
+    def thinking_choice(self) -> ThinkingChoice:
+        """The thinking choice saved for the model the chats run on now (the model's default when none)."""
+        entry = self.entry
+        return self.model_settings.get(entry).thinking_choice if entry else ThinkingChoice()
 
     def settings_of(self, entry: str) -> ModelSettings:
         """The model's settings (its own, or its built-in ones: the starter model's preset)."""

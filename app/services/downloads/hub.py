@@ -20,7 +20,14 @@ from typing import Any
 from app.core import remote_paths as rp
 from app.core.errors import AppError
 from app.core.gguf.header import GgufFileError, GgufHeader, GgufHeaderIncomplete, read_gguf_header_bytes
-from app.core.gguf.quant_names import GgufCandidate, HubFile, group_gguf_files, parse_split, same_quant
+from app.core.gguf.quant_names import (
+    GgufCandidate,
+    HubFile,
+    group_gguf_files,
+    matching_projector,
+    parse_split,
+    same_quant,
+)
 from app.services.downloads.fetch import kind_of_reason
 from app.services.downloads.jobs import DownloadJob, JobFile
 
@@ -230,6 +237,9 @@ class HubService:
         from app.core.memory.fit import fit_verdict
 
         header = self.remote_header(detail, candidate)
+        projector = None if candidate.is_projector else matching_projector(detail.candidates, candidate.quant)
+        if projector is not None:  # downloaded and loaded with the model: its memory counts too
+            settings = replace(settings, projector_bytes=projector.size_bytes or 0)
         return estimate_memory(header, settings), fit_verdict(header, settings, machine)
 
     def plan_download(
@@ -237,6 +247,7 @@ class HubService:
     ) -> DownloadJob:
         """A job for ``files`` (a split GGUF's shards come along), a ``quant``, or by default the HF folder."""
         chosen = _choose_files(detail, files or [], quant)
+        chosen += _projector_for(detail, chosen)
         job_files = [JobFile(f.path, f.size_bytes, f.sha256, f.blob_id) for f in chosen]
         return DownloadJob(repo_id=detail.id, commit=detail.commit, files=job_files, target_dir=target_dir)
 
@@ -305,6 +316,17 @@ def _choose_files(detail: RepoDetail, names: list[str], quant: str | None) -> li
     raise HubError(
         f"Choose a file or a quantization in {detail.id} (available: {have}).", reason="bad_input", setting="quant"
     )
+
+
+def _projector_for(detail: RepoDetail, chosen: list[HubFile]) -> list[HubFile]:
+    """A vision model's projector, downloaded with it: the matching mmproj file when the repository has one and
+    none was chosen (a model without its projector cannot read images)."""
+    chosen_paths = {f.path for f in chosen}
+    groups = [c for c in detail.candidates if chosen_paths & {f.path for f in c.files}]
+    if not groups or any(c.is_projector for c in groups):
+        return []
+    projector = matching_projector(detail.candidates, groups[0].quant)
+    return list(projector.files) if projector is not None else []
 
 
 def _timeout() -> Any:

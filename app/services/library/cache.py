@@ -18,7 +18,7 @@ from app.services.library.files import FileStamp
 from app.services.paths import open_private
 
 log = logging.getLogger("app.services.library")
-CACHE_VERSION = 2  # 2: summaries carry general_name, family and license
+CACHE_VERSION = 3  # 2: summaries carry general_name, family and license; 3: embedding_length and projector
 # ~300 bytes a model file: 256 MiB holds ~800,000 entries, far beyond a real library, yet stays bounded.
 CACHE_MAX_BYTES = 256 * 1024 * 1024
 

@@ -113,8 +113,16 @@ def gguf_facts(entry: LibraryEntry, header: GgufHeader | None) -> list[tuple[str
         ("Context", f"{entry.context_length:,} tokens" if entry.context_length else MISSING),
         ("Licence", entry.license or "not stated"),
         ("Chat template", template),
+        ("Images", images_fact(entry)),
         ("Engine", entry.backend),
     ]
+
+
+def images_fact(entry: LibraryEntry) -> str:
+    """Whether the model reads images, with its projector, or what is missing or wrong with it."""
+    if entry.vision and entry.projector:
+        return f"yes, with {Path(entry.projector).name} ({format_bytes(entry.projector_bytes)})"
+    return entry.projector_problem or "no (a text model)"
 
 
 def hf_facts(entry: LibraryEntry, metadata: list[tuple[str, str]]) -> list[tuple[str, str]]:

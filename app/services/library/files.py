@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.core import safe_json
 from app.core.gguf.header import GgufFileError, GgufHeader, read_gguf_header
+from app.core.gguf.projector import is_projector, projector_facts
 
 # Above safe_json's 16 MiB on purpose: the safetensors library itself (the reader vLLM and transformers use)
 # accepts JSON headers up to 100,000,000 bytes, so a file they load must list here too. Real headers are a few
@@ -102,6 +103,7 @@ def gguf_summary(path: Path) -> dict[str, Any]:
 
 def summary_from_header(header: GgufHeader) -> dict[str, Any]:
     meta = header.metadata
+    width = header.arch_value("embedding_length")
     return {
         "name": header.name,
         "general_name": _text(meta.get("general.name")),
@@ -112,6 +114,8 @@ def summary_from_header(header: GgufHeader) -> dict[str, Any]:
         "parameters_declared": isinstance(header.metadata.get("general.parameter_count"), int),
         "quantization": quantization_name(header),
         "context_length": header.context_length,
+        "embedding_length": width if isinstance(width, int) else None,
+        "projector": asdict(projector_facts(header)) if is_projector(header) else None,
         "error": None,
     }
 

@@ -144,6 +144,7 @@ def model_folder_summary(folder: Path) -> dict[str, Any]:
         or config.get("torch_dtype")
         or config.get("dtype"),
         "context_length": config.get("max_position_embeddings") or text.get("max_position_embeddings"),
+        "vision": isinstance(config.get("vision_config"), dict),
         "error": None,
     }
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import ErrorKind, InvalidInputError
 from app.core.gguf.inspect import split_files
+from app.core.gguf.projector import ProjectorFacts, choose, looks_like_vision_model, search_folders
 from app.core.gguf.quant_names import parse_split
 from app.core.settings import Settings
 from app.services.library.cache import HeaderCache
@@ -92,6 +94,11 @@ class LibraryEntry:
     root: str = ""  # the library root it was found under
     family: str | None = None  # general.basename (``gemma-3``), else the architecture
     license: str | None = None  # general.license
+    vision: bool = False  # reads images: a GGUF paired with its projector, an HF folder with a vision config
+    projector: str | None = None  # the GGUF's projector (mmproj) file
+    projector_problem: str | None = None  # what is missing or wrong with its projector, in words
+    projector_bytes: int = 0
+    embedding_length: int | None = None  # what a projector's output must match
 
     @property
     def backend(self) -> str:
@@ -166,6 +173,8 @@ class ModelLibrary:
             self._scan_hf_cache(self.roots.hf_cache, report, add)
         if self.roots.ollama is not None:
             self._scan_ollama(self.roots.ollama, report, add)
+        models_per_folder = Counter(os.path.dirname(e.path) for e in scan.entries if e.kind is KIND_GGUF)
+        scan.entries = [_paired(entry, add.projectors, models_per_folder) for entry in scan.entries]
         self.cache.save()
         scan.problems = report.problems
         scan.cache_hits = self.cache.hits
@@ -234,6 +243,7 @@ class _Adder:
 
     def __init__(self, scan: LibraryScan, cache: HeaderCache, seen: set[str], progress: Progress | None) -> None:
         self.scan, self.cache, self.seen, self.progress = scan, cache, seen, progress
+        self.projectors: list[ProjectorFacts] = []  # projector GGUFs: paired with models, not listed as models
 
     def _first_time(self, key: str) -> bool:
         if key in self.seen:
@@ -253,6 +263,9 @@ class _Adder:
         info, file_stamp = self._summary(path, key, gguf_summary)
         if info is None or file_stamp is None:
             return  # vanished during the scan: dropped
+        if isinstance(facts := info.get("projector"), dict):
+            self.projectors.append(ProjectorFacts(**{**facts, "path": str(path)}))
+            return
         # Ollama's entries keep Ollama's name; a file that cannot be read shows its file name (which file to fix)
         display = name or (path.name if info.get("error") else model_display_name(info.get("general_name"), path))
         size_bytes = file_stamp.size_bytes
@@ -327,8 +340,25 @@ class _Adder:
                 root=str(root),
                 family=info.get("family"),
                 license=info.get("license"),
+                vision=bool(info.get("vision")),
+                embedding_length=info.get("embedding_length"),
             )
         )
+
+
+def _paired(entry: LibraryEntry, projectors: list[ProjectorFacts], models_per_folder: Counter[str]) -> LibraryEntry:
+    """A GGUF entry with its projector found next to it (see ``app.core.gguf.projector``)."""
+    if entry.kind is not KIND_GGUF or entry.error or entry.source is SOURCE_OLLAMA:
+        return entry
+    folders = {str(f) for f in search_folders(Path(entry.path))}
+    near = [p for p in projectors if os.path.dirname(p.path) in folders]
+    seen_as_vision = looks_like_vision_model(entry.architecture, entry.name, entry.path)
+    alone = models_per_folder[os.path.dirname(entry.path)] == 1
+    pairing = choose(entry.path, entry.embedding_length, near, seen_as_vision, alone, entry.repo_id)
+    return replace(
+        entry, vision=pairing.vision, projector=pairing.projector, projector_problem=pairing.problem,
+        projector_bytes=pairing.size_bytes,
+    )  # fmt: skip
 
 
 def _with_shards(first: Path, info: dict[str, Any], size_bytes: int) -> tuple[dict[str, Any], int]:

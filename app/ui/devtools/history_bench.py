@@ -149,6 +149,9 @@ class _Run:
         workstation = Workstation.create(app_paths().ensure(), install_logging("WARNING", None))
         store = await workstation.open_history()
         assert store is not None, workstation.store_problem
+        from app.core.chat import code_highlight  # as the chat page does at start: lexers loaded off the Qt thread
+
+        await asyncio.get_running_loop().run_in_executor(None, code_highlight.prepare)
         window = self.window
         window.resize(*WINDOW_SIZE)
         window.show()

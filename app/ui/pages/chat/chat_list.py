@@ -1,10 +1,13 @@
-"""The list of chats: a model over the history store, loaded a page at a time as the list scrolls, grouped by date
-(Today, Yesterday, Previous 7 days, Previous 30 days, Older), with "New chat" on top and a delete action (a trash
-icon on hover, or the context menu). Every read is off the Qt thread; choosing a chat only emits its id."""
+"""The list of chats: a model over the history store, loaded a page at a time as the list scrolls; pinned chats
+first, then the rest grouped by date (Today, Yesterday, Previous 7 days, Previous 30 days, Older); "New chat" and
+a search box on top, a folder filter when folders exist, and per chat a delete action (a trash icon on hover) and
+a context menu (pin, folder, fork, export, delete). Typing in the search box shows matching messages with their
+snippets instead of the chats; choosing one emits the chat and the message. Every read is off the Qt thread."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -21,12 +24,15 @@ from PySide6.QtCore import (
     QRect,
     QSize,
     Qt,
+    QTimer,
     Signal,
 )
 from PySide6.QtGui import QMouseEvent, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QLabel,
+    QLineEdit,
     QListView,
     QMenu,
     QPushButton,
@@ -38,7 +44,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.chat.date_groups import date_group
-from app.services.chat.history import ChatSummary, ConversationPage
+from app.services.chat.history import MAX_PAGE, ChatSummary, ConversationPage, SearchHit
+from app.ui.pages.chat.search_results import SearchResults
 from app.ui.style.icons import icon
 from app.ui.style.theme import RADIUS, SPACE_S, SPACE_XS, set_role, tokens
 from app.ui.tasks import loop_running, spawn
@@ -56,18 +63,33 @@ _TRASH = 24  # the delete icon's square, at a row's right end
 Index = QModelIndex | QPersistentModelIndex
 
 
+PINNED = "Pinned"
+ALL_CHATS = "All chats"
+SEARCH_DELAY_MS = 200  # typing pauses this long before a search runs
+
+
 class ChatSource(Protocol):
     """Where the list reads chats from: the history store (``AsyncConversationStore``) or anything alike."""
 
     async def conversations_page(
-        self, limit: int = 100, after: tuple[float, int] | None = None
+        self,
+        limit: int = 100,
+        after: tuple[float, int] | None = None,
+        *,
+        pinned: bool | None = None,
+        folder: str | None = None,
     ) -> ConversationPage: ...
+
+    async def folders(self) -> list[str]: ...
+
+    async def search(self, text: str, limit: int = 50) -> list[SearchHit]: ...
 
 
 @dataclass(frozen=True)
 class _Row:
-    header: str = ""  # a date group's header when set
+    header: str = ""  # a date group's header (or "Pinned") when set
     chat: ChatSummary | None = None
+    pinned: bool = False
 
 
 class ChatListModel(QAbstractListModel):
@@ -84,7 +106,8 @@ class ChatListModel(QAbstractListModel):
         self._after: tuple[float, int] | None = None
         self._loading: asyncio.Task[Any] | None = None
         self._generation = 0
-        self.total = 0  # chats in the store, as of the last page
+        self.total = 0  # chats in the store (in the folder shown), as of the last page
+        self.folder: str | None = None  # show only the chats in this folder ("" for none); None: every chat
 
     # -- Qt model ----------------------------------------------------------------------------------------
 
@@ -125,27 +148,30 @@ class ChatListModel(QAbstractListModel):
             return
         self._generation += 1
         generation = self._generation
-        page = await self.source.conversations_page(self.page_size)
+        pinned = await self.source.conversations_page(MAX_PAGE, pinned=True, folder=self.folder)
+        page = await self.source.conversations_page(self.page_size, pinned=False, folder=self.folder)
         if generation != self._generation:
             return
         self.beginResetModel()
-        self._rows = []
+        self._rows = [_Row(header=PINNED)] if pinned.chats else []
+        self._rows += [_Row(chat=chat, pinned=True) for chat in pinned.chats]
         self._loading = None
         self._add(page)
+        self.total += pinned.total
         self.endResetModel()
         self.page_loaded.emit()
 
     async def _next_page(self, generation: int, after: tuple[float, int] | None) -> None:
         assert self.source is not None
         try:
-            page = await self.source.conversations_page(self.page_size, after)
+            page = await self.source.conversations_page(self.page_size, after, pinned=False, folder=self.folder)
         finally:
             if generation == self._generation:
                 self._loading = None
         if generation != self._generation:
             return  # a reload replaced the list meanwhile
         rows = self._grouped(page.chats)
-        self._after, self.total = page.after, page.total
+        self._after, self.total = page.after, page.total + self.pinned_count()
         if rows:
             self.beginInsertRows(QModelIndex(), len(self._rows), len(self._rows) + len(rows) - 1)
             self._rows.extend(rows)
@@ -159,7 +185,7 @@ class ChatListModel(QAbstractListModel):
     def _grouped(self, chats: list[ChatSummary]) -> list[_Row]:
         """Rows for ``chats`` after those loaded: a header wherever the date group changes."""
         now = self._now()
-        last = next((date_group(r.chat.updated_at, now) for r in reversed(self._rows) if r.chat), None)
+        last = next((date_group(r.chat.updated_at, now) for r in reversed(self._rows) if r.chat and not r.pinned), None)
         rows = []
         for chat in chats:
             group = date_group(chat.updated_at, now)
@@ -177,6 +203,13 @@ class ChatListModel(QAbstractListModel):
     def chat_count(self) -> int:
         """Chats loaded so far (headers not counted)."""
         return sum(1 for r in self._rows if r.chat is not None)
+
+    def pinned_count(self) -> int:
+        return sum(1 for r in self._rows if r.pinned)
+
+    def is_pinned(self, chat_id: int) -> bool:
+        row = self.row_of(chat_id)
+        return row is not None and self._rows[row].pinned
 
     def has_more(self) -> bool:
         return self._after is not None
@@ -247,11 +280,21 @@ def trash_rect(row: QRect) -> QRect:
 
 
 class ChatList(QWidget):
-    """ "New chat", then the chats by date. ``chat_chosen(id)`` on a click; ``refresh()`` reloads the first page."""
+    """ "New chat", the search box, the folder filter, then the chats (pinned first, then by date).
+
+    ``chat_chosen(id)`` on a click; ``search_hit_chosen(id, message_index)`` on a search result; the context
+    menu's requests are signals too (the page does the work); ``refresh()`` reloads the first page.
+    """
 
     chat_chosen = Signal(int)
     new_chat_requested = Signal()
     delete_requested = Signal(int)
+    search_hit_chosen = Signal(int, int)
+    pin_requested = Signal(int, bool)  # chat id, pin (True) or unpin
+    folder_requested = Signal(int)
+    fork_requested = Signal(int, int)  # chat id, the last turns to keep (0: the whole chat)
+    export_requested = Signal(int, str)  # chat id, "md" | "json" | "html"
+    import_requested = Signal()
 
     def __init__(
         self, source: ChatSource | None = None, now: Callable[[], float] = time.time, parent: QWidget | None = None
@@ -260,10 +303,32 @@ class ChatList(QWidget):
         self.model = ChatListModel(now)
         self.model.source = source
         self._current: int | None = None
+        self._search_generation = 0
+        self.searching: asyncio.Task[Any] | None = None
         self.trash_icon = icon("trash")
         self.new_chat_button = QPushButton(icon("plus"), "New chat")
         self.new_chat_button.setObjectName("newChatButton")
         self.new_chat_button.clicked.connect(self.new_chat_requested)
+        self.search_box = QLineEdit()
+        self.search_box.setObjectName("chatSearch")
+        self.search_box.setPlaceholderText("Search chats")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.addAction(icon("search"), QLineEdit.ActionPosition.LeadingPosition)
+        self.search_box.setToolTip("Find words in every chat (their text and thinking)")
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(self._start_search)
+        self.search_box.textChanged.connect(self._search_text_changed)
+        self.folder_filter = QComboBox()
+        self.folder_filter.setObjectName("chatFolderFilter")
+        self.folder_filter.setToolTip("Show the chats of one folder")
+        self.folder_filter.addItem(ALL_CHATS)
+        self.folder_filter.hide()
+        self.folder_filter.currentIndexChanged.connect(self._folder_chosen)
+        self.results = SearchResults()
+        self.results.hit_chosen.connect(self.search_hit_chosen)
+        self.results.hide()
         self.view = QListView()
         self.view.setObjectName("chatListView")
         self.view.setModel(self.model)
@@ -283,6 +348,7 @@ class ChatList(QWidget):
         self.empty = QLabel("No chats yet.")
         set_role(self.empty, "muted")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        self.empty.setWordWrap(True)
         self.empty.hide()
         self.model.modelReset.connect(self._after_load)
         self.model.rowsInserted.connect(self._after_load)
@@ -291,7 +357,10 @@ class ChatList(QWidget):
         layout.setContentsMargins(SPACE_XS, SPACE_S, SPACE_XS, 0)
         layout.setSpacing(SPACE_S)
         layout.addWidget(self.new_chat_button)
+        layout.addWidget(self.search_box)
+        layout.addWidget(self.folder_filter)
         layout.addWidget(self.empty)
+        layout.addWidget(self.results, 1)
         layout.addWidget(self.view, 1)
         self.setMinimumWidth(0)
 
@@ -302,8 +371,28 @@ class ChatList(QWidget):
         self.model.source = source
 
     async def refresh(self) -> None:
-        """Reload the first page of chats (off the Qt thread) and keep the current chat selected."""
+        """Reload the first page of chats (off the Qt thread) and keep the current chat selected; a search shown
+        is run again (a chat may have changed)."""
+        source = self.model.source
+        if source is not None:
+            self._show_folders(await source.folders())
         await self.model.reload()
+        if self.search_box.text().strip():
+            await self.search(self.search_box.text())
+
+    async def search(self, text: str) -> list[SearchHit]:
+        """Show the messages matching ``text`` (a search started later wins); empty text shows the chats."""
+        self._search_generation += 1
+        generation = self._search_generation
+        source = self.model.source
+        hits = await source.search(text) if source is not None and text.strip() else []
+        if generation == self._search_generation:
+            self._show_results(text, hits)
+        return hits
+
+    def is_searching(self) -> bool:
+        """Whether search results are shown instead of the chats."""
+        return self.results.isVisible() or bool(self.search_box.text().strip())
 
     def select(self, chat_id: int | None) -> None:
         """Mark ``chat_id`` as the chat shown (selected once its row is loaded); emits nothing."""
@@ -341,8 +430,67 @@ class ChatList(QWidget):
         self.view.selectionModel().setCurrentIndex(index, self.view.selectionModel().SelectionFlag.ClearAndSelect)
 
     def _after_load(self, *_args: object) -> None:
-        self.empty.setVisible(self.model.rowCount() == 0 and not self.model.has_more())
+        if not self.search_box.text().strip():
+            self.empty.setText("No chats in this folder." if self.model.folder is not None else "No chats yet.")
+            self.empty.setVisible(self.model.rowCount() == 0 and not self.model.has_more())
         self._show_current()
+
+    # -- search -------------------------------------------------------------------------------------------------
+
+    def _search_text_changed(self, text: str) -> None:
+        if text.strip():
+            self._search_timer.start()
+            return
+        self._search_timer.stop()
+        self._search_generation += 1  # a search still running is dropped
+        self._show_results("", [])
+
+    def _start_search(self) -> None:
+        if loop_running():
+            self.searching = spawn(self.search(self.search_box.text()), "search chats")
+
+    def _show_results(self, text: str, hits: list[SearchHit]) -> None:
+        active = bool(text.strip())
+        self.results.set_hits(hits)
+        self.results.setVisible(active)
+        self.view.setVisible(not active)
+        if active:
+            self.empty.setText("No chat holds these words." if not hits else "")
+            self.empty.setVisible(not hits)
+        else:
+            self._after_load()
+
+    def keyPressEvent(self, event: Any) -> None:
+        """Escape in the search box clears it (the chats come back)."""
+        if event.key() == Qt.Key.Key_Escape and self.search_box.text():
+            self.search_box.clear()
+            return
+        super().keyPressEvent(event)
+
+    # -- folders ------------------------------------------------------------------------------------------------
+
+    def _show_folders(self, folders: list[str]) -> None:
+        """The folder filter lists the folders in use; hidden when there are none (and none is chosen)."""
+        chosen = self.model.folder
+        names = [ALL_CHATS, *folders]
+        if chosen is not None and chosen not in folders:
+            names.append(chosen)  # the folder shown was emptied: keep it until the person chooses another
+        if [self.folder_filter.itemText(i) for i in range(self.folder_filter.count())] != names:
+            self.folder_filter.blockSignals(True)
+            self.folder_filter.clear()
+            self.folder_filter.addItems(names)
+            self.folder_filter.setCurrentIndex(names.index(chosen) if chosen is not None else 0)
+            self.folder_filter.blockSignals(False)
+        self.folder_filter.setVisible(len(names) > 1)
+
+    def _folder_chosen(self, index: int) -> None:
+        self.model.folder = None if index <= 0 else self.folder_filter.itemText(index)
+        if loop_running():
+            spawn(self.model.reload(), "load chats")
+
+    def show_folder(self, folder: str | None) -> None:
+        """Show only the chats in ``folder`` (None: every chat); applied at the next refresh."""
+        self.model.folder = folder
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         """A click on a row's trash icon deletes that chat; the list never sees it (nor selects or opens it)."""
@@ -363,11 +511,26 @@ class ChatList(QWidget):
     def _context_menu(self, pos: QPoint) -> None:
         index = self.view.indexAt(pos)
         chat_id = index.data(ID_ROLE) if index.isValid() else None
-        if chat_id is None:
-            return
         menu = QMenu(self)
-        menu.addAction(icon("trash"), "Delete chat", lambda: self.delete_requested.emit(int(chat_id)))
+        if chat_id is not None:
+            self._chat_actions(menu, int(chat_id))
+            menu.addSeparator()
+        menu.addAction(icon("download"), "Import chats…", self.import_requested.emit)
+        if chat_id is not None:
+            menu.addSeparator()
+            menu.addAction(icon("trash"), "Delete chat", lambda: self.delete_requested.emit(int(chat_id)))
         menu.popup(self.view.viewport().mapToGlobal(pos))
+
+    def _chat_actions(self, menu: QMenu, chat_id: int) -> None:
+        pinned = self.model.is_pinned(chat_id)
+        menu.addAction("Unpin" if pinned else "Pin to the top", lambda: self.pin_requested.emit(chat_id, not pinned))
+        menu.addAction(icon("folder"), "Move to folder…", lambda: self.folder_requested.emit(chat_id))
+        fork = menu.addMenu(icon("fork"), "Fork into a new chat")
+        for label, turns in (("Whole chat", 0), ("Last turn only", 1), ("Last 3 turns", 3)):
+            fork.addAction(label, functools.partial(self.fork_requested.emit, chat_id, turns))
+        export = menu.addMenu(icon("external"), "Export")
+        for label, fmt in (("Markdown (.md)…", "md"), ("JSON (.json)…", "json"), ("HTML page (.html)…", "html")):
+            export.addAction(label, functools.partial(self.export_requested.emit, chat_id, fmt))
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)

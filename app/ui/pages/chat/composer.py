@@ -1,11 +1,19 @@
 """Where a message is written: a multi-line input that grows with its text, one Send button that becomes Stop while
-a reply is generated, a hint and the chat's context meter ("1,234 / 4,096 tokens", coloured near the limit)."""
+a reply is generated, a hint and the chat's context meter ("1,234 / 4,096 tokens", coloured near the limit).
+
+Images join the draft by the Attach button, by pasting (Ctrl+V of an image or of image files) or by dropping files
+on the composer; they are copied into the app's attachments folder off the Qt thread and shown as removable
+thumbnails until the message is sent."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+import asyncio
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QKeyEvent
 from PySide6.QtWidgets import (
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -16,13 +24,51 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.backends.protocol import ModelInfo
+from app.core.chat.conversation import Attachment
 from app.core.units import MISSING
+from app.services.chat.attachments import AttachmentError, AttachmentStore
+from app.ui.pages.chat.attachments_view import AttachmentStrip
 from app.ui.style.icons import icon, icon_size
 from app.ui.style.theme import set_role, tokens
+from app.ui.tasks import spawn
 from app.ui.widgets.elided_label import ElidedLabel
 
 MIN_LINES, MAX_LINES = 2, 8
 WARN_FRACTION = 0.85  # the meter turns to the warning colour from here
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.gif *.webp *.bmp)"
+PASTED_NAME = "pasted image.png"
+
+
+def image_files(mime: QMimeData) -> list[str]:
+    """The local files a paste or drop carries (the store decides which are images)."""
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile() and url.toLocalFile()]
+
+
+def png_of(image: QImage) -> bytes:
+    """``image`` encoded as PNG (any thread: a QImage is not a GUI object)."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stubs say bytes; PySide6 takes str
+    return bytes(buffer.data().data())
+
+
+class MessageInput(QPlainTextEdit):
+    """The text input; images pasted or dropped into it go to ``images_given`` instead of becoming text."""
+
+    files_given = Signal(list)  # local file paths
+    image_given = Signal(QImage)
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return source.hasImage() or bool(image_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        if files := image_files(source):
+            self.files_given.emit(files)
+        elif source.hasImage():
+            self.image_given.emit(QImage(source.imageData()))
+        else:
+            super().insertFromMimeData(source)
 
 
 class Composer(QFrame):
@@ -30,6 +76,8 @@ class Composer(QFrame):
 
     send_requested = Signal()
     stop_requested = Signal()
+    attach_failed = Signal(str)  # what could not be attached, and why
+    images_changed = Signal()
 
     generating = False
     _ready = False  # set once built: Qt sends change events while the style is applied
@@ -38,7 +86,22 @@ class Composer(QFrame):
         super().__init__(parent)
         self.setObjectName("composer")
         set_role(self, "card")
-        self.input = QPlainTextEdit()
+        self.setAcceptDrops(True)
+        self.store: AttachmentStore | None = None
+        self.images: list[Attachment] = []  # the draft's images, already in the attachments folder
+        self.adding = 0  # images being copied in now
+        self.strip = AttachmentStrip(None, removable=True)
+        self.strip.remove_requested.connect(self.remove_image)
+        self.attach_button = QToolButton()
+        self.attach_button.setObjectName("attach_button")
+        self.attach_button.setIcon(icon("image"))
+        self.attach_button.setIconSize(icon_size(20))
+        self.attach_button.setAutoRaise(True)
+        self.attach_button.setToolTip("Attach images (or paste or drop them here)")
+        self.attach_button.setAccessibleName("Attach images")
+        self.attach_button.clicked.connect(self.choose_images)
+        self.attach_button.setEnabled(False)  # until the chat page gives the attachments folder
+        self.input = MessageInput()
         self.input.setObjectName("message_input")
         self.input.setPlaceholderText("Write a message…")
         self.input.setFrameShape(QFrame.Shape.NoFrame)
@@ -46,6 +109,8 @@ class Composer(QFrame):
         self.input.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.input.document().contentsChanged.connect(self._fit_height)
         self.input.installEventFilter(self)
+        self.input.files_given.connect(self.add_files)
+        self.input.image_given.connect(self.add_image)
         self.send_button = QToolButton()
         self.send_button.setObjectName("send_button")
         self.send_button.setIconSize(icon_size(20))
@@ -67,6 +132,7 @@ class Composer(QFrame):
     def _build(self) -> None:
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         top.addWidget(self.input, 1)
         top.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         bottom = QHBoxLayout()
@@ -76,6 +142,7 @@ class Composer(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 4)
         layout.setSpacing(2)
+        layout.addWidget(self.strip)
         layout.addLayout(top)
         layout.addLayout(bottom)
 
@@ -150,3 +217,92 @@ class Composer(QFrame):
                 self.stop_requested.emit()
                 return True
         return super().eventFilter(watched, event)
+
+    # --- images -------------------------------------------------------------------------------------------------
+    def set_attachment_store(self, store: AttachmentStore) -> None:
+        self.store = store
+        self.strip.root = store.root
+        self.attach_button.setEnabled(True)
+
+    def choose_images(self) -> None:
+        """The Attach button: a file dialog (not blocking the window); the chosen files join the draft."""
+        dialog = QFileDialog(self, "Attach images", str(Path.home()), IMAGE_FILTER)
+        dialog.setObjectName("attach_dialog")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.filesSelected.connect(self.add_files)
+        dialog.open()
+
+    def add_files(self, paths: list[str]) -> None:
+        if self.store is not None and paths:
+            self._adding(spawn(self._store_files(self.store, paths), "chat: attach images"))
+
+    def add_image(self, image: QImage) -> None:
+        """A pasted image (no file behind it): kept as PNG."""
+        if self.store is not None and not image.isNull():
+            self._adding(spawn(self._store_pasted(self.store, image), "chat: attach pasted image"))
+
+    def remove_image(self, index: int) -> None:
+        if 0 <= index < len(self.images):
+            del self.images[index]
+            self._show_images()
+
+    def take_images(self) -> list[Attachment]:
+        """The draft's images, which leave the composer (the message was sent)."""
+        images, self.images = self.images, []
+        self._show_images()
+        return images
+
+    def _adding(self, task: asyncio.Task[None]) -> None:
+        self.adding += 1
+
+        def done(_task: asyncio.Task[None]) -> None:
+            self.adding -= 1
+
+        task.add_done_callback(done)
+
+    async def _store_files(self, store: AttachmentStore, paths: list[str]) -> None:
+        problems = []
+        for path in paths:
+            try:
+                self.images.extend(await store.add_files([path]))
+            except AttachmentError as exc:
+                problems.append(str(exc))
+            self._show_images()
+        if problems:
+            self.attach_failed.emit(" ".join(problems))
+
+    async def _store_pasted(self, store: AttachmentStore, image: QImage) -> None:
+        data = await asyncio.to_thread(png_of, image)
+        try:
+            self.images.append(await store.add_data(data, PASTED_NAME))
+        except AttachmentError as exc:
+            self.attach_failed.emit(str(exc))
+        self._show_images()
+
+    def _show_images(self) -> None:
+        self.strip.show_attachments(self.images)
+        self.images_changed.emit()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        mime = event.mimeData()
+        if self.store is not None and (image_files(mime) or mime.hasImage()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        mime = event.mimeData()
+        if files := image_files(mime):
+            self.add_files(files)
+        elif mime.hasImage():
+            self.add_image(QImage(mime.imageData()))
+        event.acceptProposedAction()
+
+
+def images_refusal(model: ModelInfo | None) -> str | None:
+    """Why the loaded model cannot take the draft's images (None: it can, or its engine decides)."""
+    if model is None or model.vision is not False:
+        return None
+    why = model.projector_problem or (
+        "Load a vision model; for llama.cpp, put its mmproj file in the same folder as the model."
+    )
+    return f"{model.name} cannot read images. {why} Your message and images are kept: remove the images to send it."

@@ -23,7 +23,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.params import LoadParams, SamplingParams
+from app.ui.pages.chat.overflow_picker import OverflowPicker
 from app.ui.pages.chat.sampling_form import SamplingForm
+from app.ui.pages.chat.thinking_form import ThinkingForm
+from app.ui.pages.chat.tools_picker import ToolsPicker
 from app.ui.style.icons import icon
 from app.ui.style.theme import set_role
 from app.ui.widgets.elided_label import ElidedLabel
@@ -102,6 +105,7 @@ class SettingsDrawer(QFrame):
         self.presets.setToolTip("A Modelfile preset: its sampling, load options and system prompt")
         self.presets.addItem(NO_PRESET, "")
         self.sampling = SamplingForm(sampling)
+        self.thinking = ThinkingForm()  # shown only for a model that offers thinking switches
         self.load = LoadForm(load)
         self.reload_note = wrapped_label("Reload the model to use the new load options.", hidden=True)
         set_role(self.reload_note, "muted")
@@ -112,6 +116,8 @@ class SettingsDrawer(QFrame):
         self.reset_button = QPushButton("Reset")
         self.reset_button.setToolTip("Forget this model's own settings: back to the defaults")
         self.restore_last = QCheckBox("Load the last model at start-up")
+        self.overflow = OverflowPicker()
+        self.tools = ToolsPicker()
         self._build()
         self._connect()
 
@@ -125,7 +131,13 @@ class SettingsDrawer(QFrame):
         body = QWidget()
         column = QVBoxLayout(body)
         column.setContentsMargins(12, 4, 12, 12)
+        column.addWidget(_section("This chat"))
+        column.addWidget(self.overflow)
+        column.addSpacing(6)
+        column.addWidget(self.tools)
+        column.addWidget(_section("This model"))
         column.addWidget(self.model_name)
+        column.addWidget(self.thinking)
         column.addWidget(_section("Preset"))
         column.addWidget(self.presets)
         column.addWidget(_section("Sampling"))

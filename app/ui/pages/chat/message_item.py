@@ -25,8 +25,15 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QTextBrowser, QToolButton, QWidget
 
+from app.core.chat.code_highlight import highlight_css
 from app.core.chat.conversation import Message, MessageStatus, Role
+from app.core.chat.overflow import Cut
+from app.core.chat.tool_calls_view import call_state
 from app.services.library.names import model_display_name
+from app.services.paths import app_paths
+from app.ui.pages.chat.attachments_view import THUMB, AttachmentStrip
+from app.ui.pages.chat.thinking_block import ThinkingBlock
+from app.ui.pages.chat.tool_card import ToolCards
 from app.ui.style.theme import RADIUS, RADIUS_CARD, SPACE_L, SPACE_M, SPACE_S, SPACE_XS, Tokens, tokens
 from app.ui.widgets.palette import set_text_color
 
@@ -67,6 +74,9 @@ def status_mark(message: Message) -> tuple[str, str]:
         return "Interrupted — the app closed mid-reply", "warning"
     if message.status is MessageStatus.FAILED:
         return f"Failed: {message.error or 'unknown error'}", "error"
+    cut = Cut.from_dict(message.settings.get("context_left_out"))
+    if cut is not None:
+        return cut.describe(), "warning"
     return "", ""
 
 
@@ -99,13 +109,21 @@ class ItemState:
     streaming: bool = False
     fork: bool = False
     highlight: bool = False
+    thinking_open: bool = False  # the reply's thinking is shown (the person opened it)
+    tools_waiting: frozenset[str] = frozenset()  # its tool calls waiting for the person's decision
+    results_open: frozenset[str] = frozenset()  # its tool calls whose result the person opened
+    tools_continue: bool = False  # the chat ends on this reply's settled calls: offer Continue
 
 
 def item_key(message: Message, state: ItemState) -> tuple[Any, ...]:
     """What an item shows of ``message``: equal keys, nothing to redo (compared on every layout: kept cheap)."""
     s = message.stats
-    stats = (s.completion_tokens, s.prompt_tokens, s.decode_tokens_per_s, s.ttft_ms, s.finish_reason) if s else None
-    return (message.role, message.content, message.status, message.error, message.model, stats, state)
+    stats = (s.completion_tokens, s.prompt_tokens, s.decode_tokens_per_s, s.ttft_ms, s.finish_reason,
+             s.thinking_ms, s.thinking_tokens) if s else None  # fmt: skip
+    cut = message.settings.get("context_left_out")
+    calls = tuple((c.approval, c.settled, c.result_bytes, c.is_error) for c in message.tool_calls)
+    return (message.role, message.content, message.status, message.error, message.model, stats, state, str(cut),
+            message.reasoning, calls)  # fmt: skip
 
 
 def plain_text(message: Message, body: str, state: ItemState) -> str:
@@ -114,6 +132,9 @@ def plain_text(message: Message, body: str, state: ItemState) -> str:
     mark, _level = status_mark(message)
     if mark:
         parts.append(mark)
+    for call in message.tool_calls:
+        words, _level = call_state(call, call.id in state.tools_waiting)
+        parts.append(f"{call.tool or call.name} · {call.server or 'no such tool'}: {words}")
     if hit_token_limit(message) and not state.streaming:
         parts.append(LIMIT_TEXT + (" Continue" if state.last_reply else ""))
     short, _tip = figures(message)
@@ -178,6 +199,8 @@ class ItemHost(Protocol):
 
     def link_clicked(self, item: MessageItem, url: QUrl) -> None: ...
 
+    def tool_action(self, row: int, call_id: str, name: str, reason: str) -> None: ...
+
 
 def _label(parent: QWidget, part: str) -> QLabel:
     label = QLabel(parent)
@@ -204,6 +227,8 @@ class MessageItem(QWidget):
         self._laid_out: tuple[Any, ...] | None = None
         self._height = 0
         self.header = _label(self, "meta")
+        self.thinking = ThinkingBlock(self)
+        self.thinking.toggled.connect(lambda: view.action("thinking", self.row))
         self.bubble = QFrame(self)
         self.bubble.setObjectName("bubble")
         self.body = MessageBody(self.bubble)
@@ -222,8 +247,16 @@ class MessageItem(QWidget):
         row.setContentsMargins(SPACE_M, 2, SPACE_XS, 2)
         row.addWidget(self.limit_text, 1)
         row.addWidget(self.continue_button)
+        self.tools = ToolCards(self, MessageBody)
+        self.tools.decided.connect(lambda call_id, approval, reason: view.tool_action(self.row, call_id, approval,
+                                                                                     reason))  # fmt: skip
+        self.tools.result_toggled.connect(lambda call_id: view.tool_action(self.row, call_id, "result", ""))
+        self.tools.continue_requested.connect(lambda: view.action("continue_tools", self.row))
+        self.tools.hide()
         self.figures = _label(self, "meta")
         self.indicator = _label(self, "meta")
+        self.images = AttachmentStrip(app_paths().attachments_dir, parent=self)  # a user message's images
+        self.images.set_alignment_right()
         self.buttons: dict[str, QToolButton] = {}
         for name, tip in ACTIONS.items():
             button = QToolButton(self)
@@ -269,17 +302,24 @@ class MessageItem(QWidget):
         """An empty reply body that a stream fills (see :class:`~app.ui.pages.chat.reply_document.ReplyStream`)."""
         self.key = None
         self.body.clear()
+        self.thinking.begin_stream()
         self.code_blocks = []
         self.bind(row, message, state)
 
     def _set_parts(self, message: Message, state: ItemState) -> None:
         user = message.role is Role.USER
+        self.images.show_attachments(message.attachments)
+        if not state.streaming:
+            self.thinking.show_message(message, state.thinking_open)
         self.header.setText(header_text(message))
         self.header.setAlignment(Qt.AlignmentFlag.AlignRight if user else Qt.AlignmentFlag.AlignLeft)
         mark, level = status_mark(message)
         self.mark.setText(mark)
         self.mark.setVisible(bool(mark) and not state.streaming)
         self.limit.setVisible(hit_token_limit(message) and not state.streaming)
+        self.tools.setVisible(bool(message.tool_calls) and not state.streaming)
+        if message.tool_calls and not state.streaming:
+            self.tools.show_calls(message.tool_calls, state.tools_waiting, state.results_open, state.tools_continue)
         self.continue_button.setVisible(state.last_reply)
         short, tip = figures(message)
         self.figures.setText(short)
@@ -379,7 +419,9 @@ class MessageItem(QWidget):
 
     def layout_for(self, width: int) -> int:
         """Place every part for a viewport ``width`` wide; returns the item's height."""
-        stamp = (width, self.key, self.body.document().revision() if self.state.streaming else 0)
+        streamed = (self.body.document().revision(), self.thinking.revision(), self.thinking.open,
+                    self.thinking.isHidden()) if self.state.streaming else 0  # fmt: skip
+        stamp = (width, self.key, streamed)
         if stamp == self._laid_out:
             return self._height
         x0, col = column(width)
@@ -397,6 +439,9 @@ class MessageItem(QWidget):
     def _place_user(self, x0: int, col: int, y: int) -> int:
         """A tinted bubble on the right; its actions to its left (or below it when there is no room)."""
         text = self.message.content if self.message else ""
+        if self.images.isVisibleTo(self):  # its images above the bubble, at the right
+            self.images.setGeometry(x0, y, col, THUMB)
+            y += THUMB + SPACE_XS
         inner = min(int(col * USER_SHARE) - 2 * PAD_X, self.body.ideal_width(text) + 4)
         height = self.body.text_height(inner)
         outer = inner + 2 * PAD_X
@@ -417,6 +462,7 @@ class MessageItem(QWidget):
         small = self.header.fontMetrics().height()
         self.header.setGeometry(x0, y, col, small)
         y += small + 2
+        y += self.thinking.place(x0, y, col)
         height = self.body.text_height(col)
         self.bubble.setGeometry(x0, y, col, height)
         self.body.setGeometry(0, 0, col, height)
@@ -425,6 +471,8 @@ class MessageItem(QWidget):
             height = self.mark.heightForWidth(col)
             self.mark.setGeometry(x0, y + SPACE_XS, col, height)
             y += height + SPACE_XS
+        if self.tools.isVisibleTo(self):
+            y += self.tools.place(x0, y + SPACE_S, col) + SPACE_S
         if self.limit.isVisibleTo(self):
             self.limit.setGeometry(x0, y + SPACE_S, min(col, 460), LIMIT_H)
             y += LIMIT_H + SPACE_S
@@ -459,6 +507,17 @@ QLabel[part="limit"] {{ color: {c["warning"]}; font-weight: 600; }}
 QPushButton#continueButton {{ padding: 3px 10px; }}
 QToolButton[part="action"] {{ border: none; border-radius: {RADIUS}px; padding: 3px; background: transparent; }}
 QToolButton[part="action"]:hover {{ background: {c["hover"]}; }}
+QToolButton#thinkingToggle {{ color: {c["muted"]}; border: none; border-radius: {RADIUS}px; padding: 2px 6px 2px 2px;
+    font-size: 9pt; font-weight: 600; background: transparent; }}
+QToolButton#thinkingToggle:hover {{ background: {c["hover"]}; color: {c["text"]}; }}
+QTextBrowser#thinkingText {{ background: transparent; border: none; padding: 0px; color: {c["muted"]}; }}
+QFrame#thinkingRule {{ background: {c["border"]}; border: none; }}
+QFrame#toolCard {{ background: {c["surface"]}; border: 1px solid {c["border"]}; border-radius: {RADIUS_CARD}px; }}
+QLabel#toolTitle {{ font-weight: 600; color: {c["text"]}; }}
+QTextBrowser#toolText {{ background: transparent; border: none; padding: 0px; color: {c["text"]}; }}
+QToolButton#resultToggle {{ color: {c["muted"]}; border: none; border-radius: {RADIUS}px; padding: 1px 4px;
+    font-size: 9pt; font-weight: 600; background: transparent; }}
+QToolButton#resultToggle:hover {{ background: {c["hover"]}; color: {c["text"]}; }}
 """
 
 
@@ -472,6 +531,7 @@ def document_css(t: Tokens, code_font: str) -> str:
         p.code-actions {{ margin-bottom: 2px; margin-top: 8px; }}
         a {{ color: {t.accent.name()}; }}
         p.code-actions a {{ color: {t.muted.name()}; text-decoration: none; font-weight: 600; }}
+        {highlight_css(t.dark, t.code_bg.name())}
         """
 
 

@@ -12,17 +12,29 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import QWidget
 
-from app.core.chat.conversation import Conversation, Message, Role
+from app.core.chat.conversation import Attachment, Conversation, Message, OverflowPolicy, Role
+from app.core.chat.overflow import when_full
 from app.core.lazy_import import import_now
 from app.core.modelfile.parser import Modelfile
 from app.services import starter_model
+from app.services.chat.attachments import AttachmentStore
 from app.services.chat.session import ChatObserver, ChatSession
 from app.services.chat.workspace import ChatWorkspace, context_tokens
 from app.services.engines.entries import VLLM_PREFIX, EngineKind
-from app.services.engines.events import EngineEvent, EngineStateChanged, ModelUnloaded, VllmEndpointChanged
+from app.services.engines.events import (
+    EngineEvent,
+    EngineStateChanged,
+    ModelLoaded,
+    ModelUnloaded,
+    VllmEndpointChanged,
+)
 from app.services.workstation import Workstation
+from app.ui.pages.chat.chat_tools import ChatToolsControl
+from app.ui.pages.chat.composer import images_refusal
+from app.ui.pages.chat.conversations import ChatConversations
 from app.ui.pages.chat.layout import WIDE_WINDOW, ChatPanelLayout
 from app.ui.pages.chat.models import ChatModels, model_name
+from app.ui.pages.chat.thinking_form import ThinkingControl
 from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
 
@@ -60,11 +72,24 @@ class _Observer(ChatObserver):
             self.panel.view.append_reply(text)
             self.panel.show_context()  # the context fills as the reply grows
 
+    def reply_thinking(self, text: str) -> None:
+        if self.visible:
+            self.panel.hide_notice("waiting")
+            self.panel.view.append_thinking(text)
+
+    def reply_recast(self, thinking: str) -> None:
+        if self.visible:
+            self.panel.view.recast_thinking(thinking)
+
     def reply_finished(self, message: Message) -> None:
         if self.visible:
             self.panel.reply_finished(message)
         else:
             self.panel.background_finished(self.session)
+
+    def tools_changed(self, message: Message) -> None:
+        if self.visible:
+            self.panel.tools.tools_changed(message)
 
     def failed(self, text: str) -> None:
         if self.visible:
@@ -79,6 +104,10 @@ class ChatPanel(ChatPanelLayout):
         self.status = status
         self.workspace = ChatWorkspace(workstation, self.sampling.params, self._make_observer)
         self.models = ChatModels(self)
+        self.composer.set_attachment_store(AttachmentStore(workstation.paths.attachments_dir))
+        self.conversations = ChatConversations(self)  # search, forks, pins, folders, export, import
+        self.thinking = ThinkingControl(self.drawer.thinking, self.workspace)  # shown where the model offers it
+        self.tools = ChatToolsControl(self)  # the chat's MCP tools: the drawer's picker, the transcript's cards
         self.ready: asyncio.Future[None] | None = None
         self._editing: int | None = None
         self._drawer_decided = workstation.settings.chat_drawer_open is not None
@@ -102,6 +131,7 @@ class ChatPanel(ChatPanelLayout):
 
     def _connect(self) -> None:
         self.composer.send_requested.connect(self.send)
+        self.composer.attach_failed.connect(lambda text: self.show_notice(text, "error", key="images"))
         self.composer.stop_requested.connect(self.stop)
         self.cancel_edit_button.clicked.connect(self.cancel_edit)
         self.chats.new_chat_requested.connect(self.new_chat)
@@ -138,6 +168,7 @@ class ChatPanel(ChatPanelLayout):
         drawer.save_defaults_requested.connect(models.save_defaults)
         drawer.reset_requested.connect(models.reset)
         drawer.restore_toggled.connect(models.set_restore_last)
+        drawer.overflow.chosen.connect(self.set_overflow)
 
     def showEvent(self, event: QShowEvent) -> None:
         """The first time: the drawer opens by itself only on a wide window (later the person's choice counts)."""
@@ -158,6 +189,8 @@ class ChatPanel(ChatPanelLayout):
             self.show_notice(notice, "warning")
         self.models.show_settings()
         self._offer_vllm_entries()
+        self.conversations.start()
+        self.tools.start()
         spawn(self._list_presets(), "list presets")
         self.models.restoring = spawn(self.models.restore_last(), "restore the last model")
 
@@ -208,18 +241,26 @@ class ChatPanel(ChatPanelLayout):
         """Show the chat with that id (the list's request)."""
         if self.session is None or (self.session.conversation and self.session.conversation.id == chat_id):
             return
-        if self._park_generating():
-            spawn(self._switch_chat(chat_id), "open chat")
+        if self.park_generating():
+            spawn(self.switch_chat(chat_id), "open chat")
+
+    def set_overflow(self, policy: str) -> None:
+        """The person chose what this chat does when its context is full."""
+        if self.session is not None:
+            spawn(self.session.set_overflow(OverflowPolicy(policy)), "save the chat's overflow policy")
+        self.show_context()
 
     def show_conversation(self, conversation: Conversation) -> None:
-        self.view.show_messages(conversation.messages)
+        self.view.show_messages(conversation.messages, self.conversations.origin_note(conversation))
         self.show_transcript(bool(conversation.messages))
         self.system_prompt.setPlainText(conversation.system_prompt)
+        self.drawer.overflow.show_policy(conversation.overflow)
+        self.tools.chat_shown()
         self.refresh_empty_state()
         self.show_context()
         spawn(self.refresh_chats(), "refresh chats")  # the title may have changed
 
-    def _park_generating(self) -> bool:
+    def park_generating(self) -> bool:
         generating = self.session is not None and self.session.generating
         if not self.workspace.park_generating():
             self.show_notice("A reply is being generated. Stop it (Esc) before switching chats.", key="busy")
@@ -229,7 +270,7 @@ class ChatPanel(ChatPanelLayout):
             self._set_generating(False)
         return True
 
-    async def _switch_chat(self, chat_id: int) -> None:
+    async def switch_chat(self, chat_id: int) -> None:
         await self.save_system_prompt()
         self.cancel_edit()
         resumed = self.workspace.resume_background(chat_id)
@@ -241,6 +282,7 @@ class ChatPanel(ChatPanelLayout):
         self.view.show_messages(resumed.conversation.messages[:-1])
         self.system_prompt.setPlainText(resumed.conversation.system_prompt)
         self._begin_reply_view()
+        self.view.append_thinking(resumed.reply_thinking)
         self.view.append_reply(resumed.reply_text)
         spawn(self.refresh_chats(), "refresh chats")
 
@@ -250,7 +292,7 @@ class ChatPanel(ChatPanelLayout):
         spawn(self.refresh_chats(), "refresh chats")
 
     def new_chat(self) -> None:
-        if self.session is not None and self._park_generating():
+        if self.session is not None and self.park_generating():
             spawn(self._new_chat(), "new chat")
 
     async def _new_chat(self) -> None:
@@ -283,8 +325,12 @@ class ChatPanel(ChatPanelLayout):
         self.send_text(self.input.toPlainText().strip())
 
     def send_text(self, text: str) -> None:
-        """Send ``text``; with no model loaded, the chosen model (or the starter model) loads first."""
-        if not text or self.session is None or self.busy("sending"):
+        """Send ``text`` (and the draft's images); with no model loaded, the chosen model (or the starter model)
+        loads first."""
+        if not (text or self.composer.images) or self.session is None or self.busy("sending"):
+            return
+        if self.composer.adding:
+            self.show_notice("The images are still being added; send again in a moment.", key="images")
             return
         if self.workspace.model is None:
             spawn(self._load_then_send(text), "load and send")
@@ -301,18 +347,23 @@ class ChatPanel(ChatPanelLayout):
             self._dispatch(text)
 
     def _dispatch(self, text: str) -> None:
+        if self.composer.images and (refusal := images_refusal(self.workspace.model)):
+            self.show_notice(refusal, "warning", key="images")  # the draft and its images stay
+            return
+        self.hide_notice("images")
+        images = self.composer.take_images()
         editing, self._editing = self._editing, None
         self.input.clear()
         self._hide_edit_banner()
         for key in ("model", "reply", "length", "busy"):
             self.hide_notice(key)
-        spawn(self._send(text, editing), "send")
+        spawn(self._send(text, editing, images), "send")
 
-    async def _send(self, text: str, editing: int | None) -> None:
+    async def _send(self, text: str, editing: int | None, images: list[Attachment] | None = None) -> None:
         assert self.session is not None
         await self.save_system_prompt()
         if editing is None:
-            await self.session.send(text)
+            await self.session.send(text, images or [])
         else:
             await self.session.edit_and_resend(editing, text)
 
@@ -355,6 +406,11 @@ class ChatPanel(ChatPanelLayout):
         if self.workspace.engine is EngineKind.VLLM:  # its chat API answers a final reply instead of continuing it
             self.show_notice("vLLM cannot continue a reply: regenerate it with a larger Max tokens.", key="length")
             return
+        last = self.session.conversation.messages[-1] if self.session.conversation else None
+        if last is not None and last.reasoning and not last.content:  # cut off while it was still thinking
+            self.show_notice("The model ran out of tokens while still thinking, so there is no answer to continue: "
+                             "raise Max tokens and regenerate.", "warning", key="length")  # fmt: skip
+            return
         self.hide_notice("length")
         spawn(self.session.continue_reply(), "continue reply")
 
@@ -395,6 +451,7 @@ class ChatPanel(ChatPanelLayout):
     def reply_finished(self, message: Message) -> None:
         self.hide_notice("waiting")
         self.view.end_reply()
+        self.view.set_tools_state([], busy=False)
         self._set_generating(False)
         if self.session is not None and self.session.conversation is not None:
             self.view.show_messages(self.session.conversation.messages)
@@ -410,15 +467,17 @@ class ChatPanel(ChatPanelLayout):
         total = model.n_ctx if model is not None else None
         session = self.session
         kv = engine.kv_usage() if engine is not None and session is not None and session.generating else None
+        conversation = session.conversation if session else None
         used: int | None
         if kv is not None:
             used, estimated, total = kv.used_cells, False, kv.total_cells
         else:
-            conversation = session.conversation if session else None
             used, estimated = context_tokens(conversation), False
             if used is None and conversation is not None:
                 used, estimated = sum(len(m.content) for m in conversation.messages) // CHARS_PER_TOKEN, True
-        self.status.show_context(used if total is not None else None, total, estimated)
+        policy = conversation.overflow if conversation else OverflowPolicy.DROP_OLDEST
+        full_note = when_full(policy) + " Change it in the chat's settings, under This chat."
+        self.status.show_context(used if total is not None else None, total, estimated, full_note)
         self.composer.show_context(used, total, estimated)
 
     def _set_generating(self, generating: bool) -> None:
@@ -471,7 +530,9 @@ class ChatPanel(ChatPanelLayout):
             self._offer_vllm_entries()
         elif isinstance(event, EngineStateChanged) and event.engine is self.workspace.engine:
             self.status.show_state(event.state, str(event.engine))
-        elif isinstance(event, ModelUnloaded) and event.engine is self.workspace.engine:
+        elif isinstance(event, ModelLoaded | ModelUnloaded) and event.engine is self.workspace.engine:
+            self.thinking.refresh()
+        if isinstance(event, ModelUnloaded) and event.engine is self.workspace.engine:
             self.model_bar.set_loaded(None)
             self.status.show_model(None)
             self.show_context()

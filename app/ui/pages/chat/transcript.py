@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import time
 from collections import OrderedDict
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication, QIcon, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QLabel, QWidget
 
-from app.core.chat.conversation import Message, MessageStatus, Role
+from app.core.chat.conversation import Message, MessageStatus, ReplyStats, Role
 from app.ui.pages.chat.message_item import (
     ICON_NAMES,
     PAD_X,
@@ -39,6 +40,8 @@ from app.ui.pages.chat.message_item import (
     transcript_style,
 )
 from app.ui.pages.chat.reply_document import ReplyStream, message_html
+from app.ui.pages.chat.thinking_block import GAP_BELOW, TOGGLE_H, thinking_label
+from app.ui.pages.chat.tool_card import TOOL_CARD_H
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_L, SPACE_M, tokens
 
@@ -66,6 +69,9 @@ class TranscriptView(QAbstractScrollArea):
     continue_requested = Signal()
     fork_requested = Signal(int)
     copied = Signal(int)
+    note_link_activated = Signal(str)  # a link in the note above the messages (a fork's origin: "chat:ID")
+    tool_decided = Signal(str, str, str)  # call id, Approval value, reason (a denial's)
+    tools_continue_requested = Signal()  # the chat ends on tool calls: let the model go on
 
     FLUSH_INTERVAL_MS = 30
     OVERSCAN_PX = 120  # messages this close to the viewport get widgets too, so small scrolls show them at once
@@ -96,6 +102,7 @@ class TranscriptView(QAbstractScrollArea):
         self._note = QLabel(self.viewport())
         self._note.setProperty("part", "note")
         self._note.setWordWrap(True)
+        self._note.linkActivated.connect(self.note_link_activated)
         self._note.hide()
         # the reply being streamed: its own item, kept while it streams even when scrolled out of view
         self._stream: ReplyStream | None = None
@@ -103,6 +110,11 @@ class TranscriptView(QAbstractScrollArea):
         self._stream_message = Message(Role.ASSISTANT, "", MessageStatus.STREAMING)
         self._pending: list[str] = []
         self._reply: list[str] = []
+        self._thinking_open: set[int] = set()  # rows whose thinking the person opened
+        self._results_open: set[str] = set()  # tool calls whose result the person opened
+        self._tools_waiting: frozenset[str] = frozenset()  # tool calls waiting for the person's decision
+        self._tools_busy = False  # the chat is still working (no Continue marker)
+        self._thinking = _StreamedThinking()
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(self.FLUSH_INTERVAL_MS)
@@ -135,6 +147,8 @@ class TranscriptView(QAbstractScrollArea):
             self._follow = True
         anchor = self._anchor()
         self._end_stream_item()
+        if not same:
+            self._thinking_open.clear()
         self._messages = list(messages)
         self._set_note(system_note)
         self._width = self._width_now()
@@ -156,6 +170,7 @@ class TranscriptView(QAbstractScrollArea):
         self._live[row] = item
         self._stream = ReplyStream(item.body.document(), item.code_blocks, self._code_font())
         self._pending, self._reply = [], []
+        self._thinking = _StreamedThinking()
         self._heights.append(item.layout_for(self._width_now()))
         self._tops_dirty = True
         self._dot_count = 0
@@ -172,11 +187,47 @@ class TranscriptView(QAbstractScrollArea):
         if not self._timer.isActive():
             self._timer.start()
 
-    def flush(self) -> None:
-        """Apply the buffered reply text now."""
-        self._timer.stop()
-        if self._stream is None or not self._pending:
+    def append_thinking(self, delta: str) -> None:
+        """Add streamed thinking to the reply's Thinking block (open while the model thinks)."""
+        if self._stream is None or not delta:
             return
+        self._thinking.add(delta)
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def recast_thinking(self, thinking: str) -> None:
+        """The answer shown so far was thinking (a closing tag with no opening one followed it): it moves into the
+        Thinking block, and the answer starts again."""
+        if self._stream is None or self._stream_item is None:
+            return
+        self._timer.stop()
+        self._pending, self._reply = [], []
+        self._stream_item.body.clear()
+        self._stream_item.code_blocks.clear()
+        self._stream = ReplyStream(self._stream_item.body.document(), self._stream_item.code_blocks, self._code_font())
+        self._thinking.recast(thinking)
+        self._stream_item.thinking.replace_text(thinking)
+        self._stream_item.thinking.set_open(True)
+        self._stream_grew()
+
+    def flush(self) -> None:
+        """Apply the buffered reply text (and thinking) now."""
+        self._timer.stop()
+        item = self._stream_item
+        if self._stream is None or item is None:
+            return
+        thought = self._thinking.take()
+        if thought:
+            item.thinking.stream(thought)
+            item.thinking.set_label(thinking_label(None, streaming_ms=self._thinking.ms))
+        if not self._pending:
+            if thought:
+                self._stream_grew()
+            return
+        if self._thinking.thinking and self._thinking.answered_at is None:  # the answer starts: the thinking closes
+            self._thinking.answered()
+            item.thinking.set_open(False)
+            item.thinking.set_label(thinking_label(ReplyStats(thinking_ms=self._thinking.ms)))
         delta, self._pending = "".join(self._pending), []
         self._stream.feed(delta)
         self._stream_grew()
@@ -193,7 +244,8 @@ class TranscriptView(QAbstractScrollArea):
         self._stream.finish()
         self._stream = None
         self._dots.stop()
-        message = Message(Role.ASSISTANT, "".join(self._reply), model=self._stream_message.model)
+        message = Message(Role.ASSISTANT, "".join(self._reply), model=self._stream_message.model,
+                          reasoning=self._thinking.thinking.strip())  # fmt: skip
         row = len(self._messages)
         self._messages.append(message)
         self._stream_item.bind(row, message, self._state(row))
@@ -272,6 +324,38 @@ class TranscriptView(QAbstractScrollArea):
             self.continue_requested.emit()
         elif name == "fork":
             self.fork_requested.emit(row)
+        elif name == "thinking":
+            self._toggle_thinking(row)
+        elif name == "continue_tools":
+            self.tools_continue_requested.emit()
+
+    def set_tools_state(self, waiting: list[str], busy: bool) -> None:
+        """The tool calls waiting for a decision, and whether the chat is still working (hides Continue)."""
+        self._tools_waiting, self._tools_busy = frozenset(waiting), busy
+        self._rebind_live()
+        self._relayout()
+
+    def tool_action(self, row: int, call_id: str, name: str, reason: str) -> None:
+        """A tool card's button: a decision (an ``Approval`` value) or "result" (open or close the result)."""
+        if name == "result":
+            self._results_open.symmetric_difference_update({call_id})
+            self._rebind_live()
+            self._relayout()
+        elif call_id in self._tools_waiting:
+            self.tool_decided.emit(call_id, name, reason)
+
+    def _toggle_thinking(self, row: int) -> None:
+        """Open or close a reply's Thinking block (the one streaming too)."""
+        item = self._live.get(row)
+        if item is not None and item is self._stream_item:
+            item.thinking.set_open(not item.thinking.open)
+            if item.thinking.open:
+                item.thinking.replace_text(self._thinking.thinking)
+            self._stream_grew()
+            return
+        self._thinking_open.symmetric_difference_update({row})
+        self._rebind_live()
+        self._relayout()
 
     def link_clicked(self, item: MessageItem, url: QUrl) -> None:
         target = url.toString()
@@ -310,13 +394,23 @@ class TranscriptView(QAbstractScrollArea):
             and row == len(self._messages) - 1
             and self._messages[row].role is Role.ASSISTANT
         )
+        message = self._message_at(row)
+        ids = {c.id for c in message.tool_calls} if message.tool_calls and not streaming else set()
         return ItemState(
             last_reply=last_reply,
             last=row == count - 1,
             streaming=streaming,
             fork=self._fork,
             highlight=row == self._highlight,
+            thinking_open=row in self._thinking_open,
+            tools_waiting=self._tools_waiting & ids if ids else frozenset(),
+            results_open=frozenset(self._results_open & ids) if ids else frozenset(),
+            tools_continue=self._offers_continue(message, last_reply) if ids else False,
         )
+
+    def _offers_continue(self, message: Message, last_reply: bool) -> bool:
+        """The chat ends on this reply's tool calls, all settled, and nothing runs: the model may go on."""
+        return last_reply and not self._tools_busy and all(c.settled for c in message.tool_calls)
 
     def _estimates(self, messages: list[Message]) -> list[int]:
         """Messages' heights guessed from their length (refined once measured on screen): ~1 µs a message."""
@@ -336,6 +430,9 @@ class TranscriptView(QAbstractScrollArea):
                 height += 24
             if message.stats is not None and message.stats.finish_reason == "length":
                 height += 36
+            if message.reasoning:
+                height += TOGGLE_H + GAP_BELOW
+            height += TOOL_CARD_H * len(message.tool_calls)
             out.append(height)
         return out
 
@@ -553,7 +650,10 @@ class TranscriptView(QAbstractScrollArea):
     def _tick_indicator(self) -> None:
         if self._stream_item is not None:
             self._dot_count = (self._dot_count % 3) + 1
-            self._stream_item.set_indicator("Generating" + "." * self._dot_count)
+            thinking = self._thinking.thinking and not self._thinking.answered_at
+            self._stream_item.set_indicator(("Thinking" if thinking else "Generating") + "." * self._dot_count)
+            if thinking:
+                self._stream_item.thinking.set_label(thinking_label(None, streaming_ms=self._thinking.ms))
 
     def _clear_highlight(self) -> None:
         self._highlight = -1
@@ -610,6 +710,41 @@ class TranscriptView(QAbstractScrollArea):
         self._width = -1
         self._rebind_live()
         self._relayout()
+
+
+class _StreamedThinking:
+    """The streamed reply's thinking: what waits to be shown, all of it, and how long it took."""
+
+    def __init__(self) -> None:
+        self.thinking = ""
+        self._pending: list[str] = []
+        self.started_at: float | None = None
+        self.answered_at: float | None = None
+
+    def add(self, text: str) -> None:
+        self._pending.append(text)
+        self.thinking += text
+        if self.started_at is None:
+            self.started_at = time.monotonic()
+
+    def recast(self, thinking: str) -> None:
+        self.thinking, self._pending = thinking, []
+        self.started_at = self.started_at or time.monotonic()
+        self.answered_at = None
+
+    def take(self) -> str:
+        text, self._pending = "".join(self._pending), []
+        return text
+
+    def answered(self) -> None:
+        if self.answered_at is None:
+            self.answered_at = time.monotonic()
+
+    @property
+    def ms(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        return ((self.answered_at or time.monotonic()) - self.started_at) * 1000
 
 
 def _park(item: MessageItem) -> None:

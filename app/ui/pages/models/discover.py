@@ -585,4 +585,6 @@ class DiscoverPanel(QWidget):
             problem = str(exc) or type(exc).__name__
             self.notice.show_notice(f"Could not queue {job.title}: {problem} (see View → Log).", level="error")
             return
-        self.notice.show_notice(f"Queued {job.title}: see the Downloads tab.", level="success", key="queued")
+        projectors = [f.path.rsplit("/", 1)[-1] for f in job.files if "mmproj" in f.path.lower()]
+        extra = f" It comes with its vision projector ({projectors[0]}), so it can read images." if projectors else ""
+        self.notice.show_notice(f"Queued {job.title}: see the Downloads tab.{extra}", level="success", key="queued")

@@ -45,6 +45,7 @@ class ModelEstimator(QWidget):
         super().__init__(parent)
         self.setObjectName("model_estimator")
         self.header: GgufHeader | None = None
+        self.projector_bytes = 0  # the vision projector loaded with the model
         self.machine: MachineMemory | None = None
         self.estimate: MemoryEstimate | None = None
         self.verdict: FitVerdict | None = None
@@ -100,11 +101,14 @@ class ModelEstimator(QWidget):
             type_v=self.type_v.currentText(),
             flash_attn=self.flash_attn.isChecked(),
             cpu_amx=self.machine is not None and self.machine.cpu_amx,
+            projector_bytes=self.projector_bytes,
         )
 
-    def set_header(self, header: GgufHeader | None) -> None:
-        """A GGUF's header (already read) to estimate for; None for HF folders and broken files."""
+    def set_header(self, header: GgufHeader | None, projector_bytes: int = 0) -> None:
+        """A GGUF's header (already read) to estimate for, with its vision projector's size when it has one;
+        None for HF folders and broken files."""
         self.header = header
+        self.projector_bytes = projector_bytes
         self.setEnabled(header is not None)
         if header is None:
             self.estimate = self.verdict = None
@@ -173,15 +177,20 @@ class ModelEstimator(QWidget):
         machine = self.machine
         if e.gpu_bytes or (machine is not None and machine.gpu_free_bytes):
             free = sum(machine.gpu_free_bytes) if machine is not None and machine.gpu_free_bytes else None
-            other_gpu = e.gpu_bytes - e.weights_gpu_bytes - e.kv_gpu_bytes  # compute buffers
-            rows.append(BarRow("GPU", (e.weights_gpu_bytes, e.kv_gpu_bytes, max(other_gpu, 0)), free))
+            weights_gpu = e.weights_gpu_bytes + e.projector_gpu_bytes  # the vision projector counts as weights
+            other_gpu = e.gpu_bytes - weights_gpu - e.kv_gpu_bytes  # compute buffers
+            rows.append(BarRow("GPU", (weights_gpu, e.kv_gpu_bytes, max(other_gpu, 0)), free))
         ram = machine.ram_available_bytes if machine is not None else None
-        other_host = e.host_bytes - e.weights_host_bytes - e.kv_host_bytes  # compute and output buffers
-        rows.append(BarRow("RAM", (e.weights_host_bytes, e.kv_host_bytes, max(other_host, 0)), ram))
+        weights_host = e.weights_host_bytes + e.projector_bytes - e.projector_gpu_bytes
+        other_host = e.host_bytes - weights_host - e.kv_host_bytes  # compute and output buffers
+        rows.append(BarRow("RAM", (weights_host, e.kv_host_bytes, max(other_host, 0)), ram))
         return rows
 
     def _show_verdict(self, verdict: FitVerdict) -> None:
-        self.verdict_label.setText(f"<b>{html.escape(verdict.summary)}</b>")
+        projector = (
+            f" Includes the vision projector ({format_bytes(self.projector_bytes)})." if self.projector_bytes else ""
+        )
+        self.verdict_label.setText(f"<b>{html.escape(verdict.summary)}</b>{html.escape(projector)}")
         palette = self.palette()
         set_text_color(
             self.verdict_label, error_color(palette) if verdict.state == "wont_fit" else palette.windowText().color()

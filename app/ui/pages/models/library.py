@@ -468,7 +468,7 @@ class ModelsPanel(QWidget):
         width = max((len(k) for k, _v in details.metadata), default=0)
         self.metadata_view.setPlainText("\n".join(f"{k.ljust(width)}  {v}" for k, v in details.metadata))
         self.template_view.setPlainText(details.chat_template or "This model has no chat template in its metadata.")
-        self.estimator.set_header(details.header)
+        self.estimator.set_header(details.header, entry.projector_bytes if entry.vision else 0)
         self.estimate_section.setVisible(details.header is not None)
 
     def _show_fit(self, verdict: object) -> None:

@@ -1,0 +1,87 @@
+"""A chat as a Markdown document: a header (models, settings, origin), then each message under its speaker, the
+thinking in a collapsed ``<details>`` block, images as links to their files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.core.chat.conversation import Attachment, Conversation, Message, Role
+from app.core.chat.export_text import last_settings, models_used, origin_line, settings_line, speaker
+from app.core.chat.tool_calls_view import arguments_text, call_heading, fenced, sent_note
+from app.core.chat.tool_use import ToolUse
+
+ImageLink = Callable[[Attachment], str | None]  # an attachment's file as a URL; None when it is not there
+
+
+def to_markdown(
+    conversation: Conversation, origin_title: str | None = None, image_link: ImageLink | None = None
+) -> str:
+    """The whole chat as Markdown."""
+    lines = [f"# {_one_line(conversation.title)}", ""]
+    facts = _facts(conversation, origin_title)
+    lines.extend(f"- {fact}" for fact in facts)
+    if facts:
+        lines.append("")
+    if conversation.system_prompt.strip():
+        lines += ["## System prompt", "", *_quoted(conversation.system_prompt), ""]
+    for index, message in enumerate(conversation.messages, start=1):
+        lines += _message(message, index, image_link)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _facts(conversation: Conversation, origin_title: str | None) -> list[str]:
+    facts = []
+    models = models_used(conversation)
+    if models:
+        facts.append(f"Model: {', '.join(models)}")
+    settings = last_settings(conversation)
+    if settings:
+        facts.append(f"Settings: {settings}")
+    origin = origin_line(conversation, origin_title)
+    if origin:
+        facts.append(origin)
+    facts.append(f"Messages: {len(conversation.messages)}")
+    return facts
+
+
+def _message(message: Message, index: int, image_link: ImageLink | None) -> list[str]:
+    lines = ["---", "", f"### {index}. {speaker(message)}", ""]
+    if message.reasoning.strip():
+        lines += ["<details><summary>Thinking</summary>", "", message.reasoning.strip(), "", "</details>", ""]
+    for attachment in message.attachments:
+        url = image_link(attachment) if image_link else None
+        label = attachment.name or attachment.path
+        lines += [f"![{label}]({url})" if url else f"*[image: {label}]*", ""]
+    lines += [message.content.rstrip() or ("*(called tools)*" if message.tool_calls else "*(empty)*"), ""]
+    for call in message.tool_calls:
+        lines += _tool_call(call)
+    notes = []
+    if message.status.is_partial:
+        notes.append(f"reply {message.status}")
+    if message.error:
+        notes.append(f"error: {message.error}")
+    if message.role is Role.ASSISTANT and message.stats:
+        notes.append(message.stats.summary())
+    if message.role is Role.ASSISTANT and settings_line(message):
+        notes.append(settings_line(message))
+    if notes:
+        lines += [f"*{' · '.join(notes)}*", ""]
+    return lines
+
+
+def _tool_call(call: ToolUse) -> list[str]:
+    """A call in a collapsed block: its arguments, then what the model was sent back (tool output stays inert)."""
+    lines = [f"<details><summary>{_one_line(call_heading(call)).replace('<', '&lt;')}</summary>", ""]
+    lines += ["Arguments:", "", *fenced(arguments_text(call), "json"), ""]
+    lines += [sent_note(call) + (":" if call.settled else ""), ""]
+    if call.settled:
+        lines += [*fenced(call.result or "", "text"), ""]
+    return [*lines, "</details>", ""]
+
+
+def _quoted(text: str) -> list[str]:
+    return [f"> {line}" if line else ">" for line in text.strip().splitlines()]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "Chat"

@@ -1,0 +1,48 @@
+"""What every export says about a chat besides its messages: the models and settings used, and its origin."""
+
+from __future__ import annotations
+
+from app.core.chat.conversation import Conversation, Message, Role
+
+SETTING_NAMES = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens", "seed", "n_ctx")
+
+
+def models_used(conversation: Conversation) -> list[str]:
+    """The models that wrote the replies, in order of first use ("model (engine)")."""
+    seen: dict[str, None] = {}
+    for message in conversation.messages:
+        if message.role is Role.ASSISTANT and message.model:
+            seen[f"{message.model} ({message.backend})" if message.backend else message.model] = None
+    return list(seen)
+
+
+def settings_line(message: Message) -> str:
+    """A reply's sampling settings, e.g. "temperature 0.7 · top_p 0.9"; "" when none were recorded."""
+    settings = message.settings
+    parts = [f"{name} {settings[name]}" for name in SETTING_NAMES if settings.get(name) is not None]
+    return " · ".join(parts)
+
+
+def last_settings(conversation: Conversation) -> str:
+    """The settings of the latest reply that recorded any."""
+    for message in reversed(conversation.messages):
+        line = settings_line(message) if message.role is Role.ASSISTANT else ""
+        if line:
+            return line
+    return ""
+
+
+def origin_line(conversation: Conversation, origin_title: str | None) -> str:
+    """ "Forked from <title> at message N"; "" for a chat that is no fork."""
+    if conversation.forked_at is None:
+        return ""
+    title = origin_title if origin_title is not None else "a deleted chat"
+    return f"Forked from {title} at message {conversation.forked_at}"
+
+
+def speaker(message: Message) -> str:
+    if message.role is Role.USER:
+        return "You"
+    if message.role is Role.SYSTEM:
+        return "System"
+    return message.model or "Assistant"

@@ -1,0 +1,238 @@
+"""Tool calls that engines parse themselves (vLLM's ``tool_calls`` deltas, from a stream in vLLM's format), parallel
+calls settled against the real MCP test server, and a remote vLLM server that refuses tools."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from app.backends.llamacpp.backend import LlamaCppBackend
+from app.backends.openai_stream import Reply, absorb_delta, sse_data
+from app.core import safe_json
+from app.core.chat.conversation import Message, MessageStatus, Role
+from app.core.chat.tool_use import Approval, ChatTools
+from app.core.mcp.config import McpConfig
+from app.core.params import LoadParams, SamplingParams
+from app.services.chat.history import AsyncConversationStore
+from app.services.chat.reply_reader import ReplyReader
+from app.services.chat.session import ChatObserver, ChatSession
+from app.services.chat.tool_loop import OfferedTool, ToolCalls, offered_tools, tool_uses
+from app.services.engines.entries import EngineKind
+from app.services.engines.events import VllmEndpoint
+from app.services.engines.host import EngineHost
+from app.services.mcp.connection import ToolInfo
+from app.services.mcp.manager import McpManager
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.mcp_servers import stdio_server
+from tests.support.mcp_test_server import CHAT_TOOLS_FLAG
+
+STREAMS = Path(__file__).parents[1] / "data" / "streams"
+
+
+def run(coro, timeout=120):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def recorded_deltas(name):
+    reply, deltas = Reply(sent_at=0.0), []
+    for line in (STREAMS / name).read_text("utf-8").splitlines():
+        data = sse_data(line)
+        if data is not None and data != "[DONE]":
+            delta = absorb_delta(reply, safe_json.loads(data, what="a chunk"))
+            if delta is not None:
+                deltas.append(delta)
+    return deltas
+
+
+def test_vllm_tool_call_deltas_become_the_replys_calls_in_order():
+    reader = ReplyReader(Message(Role.ASSISTANT, ""), ChatObserver())
+    for delta in recorded_deltas("vllm_tool_calls.sse"):
+        reader.feed(delta)
+    reader.finish()
+    assert reader.content == "Let me check."
+    assert reader.calls == [
+        ("chatcmpl-tool-8e2f0c4b9a1d4c3e", "get_weather", '{"city": "Oslo", "days": 2}'),
+        ("chatcmpl-tool-1c7d5a2e6f3b4a90", "get_time", '{"zone": "CET"}'),
+    ]
+    offered = [OfferedTool("get_weather", ToolInfo("weather", "get_weather", "")),
+               OfferedTool("get_time", ToolInfo("clock", "get_time", ""))]  # fmt: skip
+    uses = tool_uses(reader.calls, offered)
+    assert [(u.server, u.tool, u.approval) for u in uses] == [
+        ("weather", "get_weather", Approval.PENDING), ("clock", "get_time", Approval.PENDING)]  # fmt: skip
+
+
+def test_a_call_to_a_tool_not_offered_or_with_bad_arguments_is_answered_without_running():
+    offered = [OfferedTool("add", ToolInfo("test", "add", ""))]
+    unknown, bad = tool_uses([("1", "rm_rf", "{}"), ("2", "add", "[1, 2]")], offered)
+    assert unknown.approval is Approval.UNKNOWN and "no tool named 'rm_rf'" in unknown.result and unknown.is_error
+    assert bad.approval is Approval.UNKNOWN and "must be a JSON object" in bad.result
+
+
+def test_tools_two_servers_share_are_named_per_server():
+    async def work():
+        manager = McpManager(config=McpConfig([stdio_server("one", CHAT_TOOLS_FLAG), stdio_server("two")]))
+        try:
+            await manager.start_enabled()
+            chosen = ChatTools({"one": ["add", "pick"], "two": ["add"]})
+            return [(t.name, t.info.server) for t in offered_tools(manager, chosen)]
+        finally:
+            await manager.close()
+
+    assert run(work()) == [("one__add", "one"), ("pick", "one"), ("two__add", "two")]
+
+
+def test_parallel_calls_are_asked_one_by_one_run_together_and_answered_in_call_order():
+    async def work():
+        manager = McpManager(config=McpConfig([stdio_server("test")]))
+        try:
+            await manager.start_enabled()
+            chosen = ChatTools({"test": None})
+            offered = offered_tools(manager, chosen)
+            calls = tool_uses([("a", "slow", '{"seconds": 1.0}'), ("b", "add", '{"a": 2, "b": 3}'),
+                               ("c", "slow", '{"seconds": 1.0}')], offered)  # fmt: skip
+            waiting_seen: list[list[str]] = []
+
+            def changed():
+                if tools.waiting and tools.waiting not in waiting_seen:
+                    waiting_seen.append(tools.waiting)
+                    tools.decide(tools.waiting[0], Approval.APPROVED)
+
+            async def remember():
+                return None
+
+            tools = ToolCalls(manager, changed, remember)
+            started = time.monotonic()
+            await tools.settle(calls, chosen)
+            return calls, waiting_seen, time.monotonic() - started
+        finally:
+            await manager.close()
+
+    calls, waiting_seen, took = run(work())
+    assert waiting_seen == [["a"], ["b"], ["c"]]  # one question at a time, in call order
+    assert [c.result for c in calls] == ["done", "5", "done"]
+    assert took < 1.9  # the two one-second calls ran at the same time
+
+
+class Failures(ChatObserver):
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def failed(self, text):
+        self.texts.append(text)
+
+
+def test_a_remote_vllm_server_without_tool_parsing_is_named_plainly(tmp_path):
+    refusal = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+
+    async def scenario():
+        with FakeOpenAIServer() as fake:
+            fake.tool_parser = False  # a server started without --enable-auto-tool-choice
+            host = EngineHost(LlamaCppBackend())
+            store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
+            manager = McpManager(config=McpConfig([stdio_server("test")]))
+            observer = Failures()
+            try:
+                host.offer_vllm(VllmEndpoint(fake.base_url, "tiny-llama", None, "remote"))
+                await host.load("vllm:tiny-llama", LoadParams(n_ctx=512))
+                sampling = SamplingParams(max_tokens=8)
+                session = ChatSession(store, host, lambda: sampling, observer, EngineKind.VLLM, mcp=manager)
+                await session.new()
+                await session.set_tools(ChatTools({"test": ["add"]}))
+                reply = await session.send("add 2 and 3")
+                body = fake.requests_to("/v1/chat/completions")[0].json
+                return reply, observer.texts, body
+            finally:
+                await manager.close()
+                await host.close()
+                await store.aclose()
+
+    reply, texts, body = run(scenario())
+    assert body["tools"][0]["function"]["name"] == "add" and body["tool_choice"] == "auto"
+    assert reply.status is MessageStatus.FAILED
+    assert reply.error.startswith("This vLLM server does not accept tools") and refusal in reply.error
+    assert texts == [reply.error]
+
+
+def test_a_tool_round_on_vllm_runs_the_call_it_streamed_and_sends_the_result_back(tmp_path):
+    async def scenario():
+        with FakeOpenAIServer() as fake:
+            fake.tool_arguments = {"a": 2, "b": 3}
+            host = EngineHost(LlamaCppBackend())
+            store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
+            manager = McpManager(config=McpConfig([stdio_server("test")]))
+            approvals = []
+
+            class Approve(ChatObserver):
+                def tools_changed(self, message):
+                    for call_id in session.tools.waiting:
+                        approvals.append(call_id)
+                        session.decide(call_id, Approval.APPROVED)
+
+            try:
+                host.offer_vllm(VllmEndpoint(fake.base_url, "tiny-llama", None, "remote"))
+                await host.load("vllm:tiny-llama", LoadParams(n_ctx=512))
+                sampling = SamplingParams(max_tokens=8)
+                session = ChatSession(store, host, lambda: sampling, Approve(), EngineKind.VLLM, mcp=manager)
+                session.tool_choice = lambda r: "required" if r == 0 else "none"
+                await session.new()
+                await session.set_tools(ChatTools({"test": ["add"]}))
+                final = await session.send("add 2 and 3")
+                bodies = [r.json for r in fake.requests_to("/v1/chat/completions")]
+                return session.conversation, final, bodies, approvals
+            finally:
+                await manager.close()
+                await host.close()
+                await store.aclose()
+
+    chat, final, bodies, approvals = run(scenario())
+    [call] = chat.messages[1].tool_calls
+    assert call.id == approvals[0] and call.id.startswith("chatcmpl-tool-") and call.result == "5"
+    assert (call.server, call.tool, call.arguments_object()) == ("test", "add", {"a": 2, "b": 3})
+    assert len(bodies) == 2 and bodies[0]["tool_choice"] == "required" and bodies[1]["tool_choice"] == "none"
+    sent = bodies[1]["messages"]
+    assert sent[-2]["tool_calls"][0]["id"] == call.id
+    assert sent[-1] == {"role": "tool", "tool_call_id": call.id, "name": "add", "content": "5"}
+    assert final.status is MessageStatus.COMPLETE and final.content.startswith("You said")
+
+
+def test_a_tool_round_on_ollama_runs_its_call_and_sends_the_result_back(tmp_path):
+    from tests.support.fake_ollama import FakeOllama
+
+    async def scenario():
+        with FakeOllama() as fake:
+            fake.add_model("llama3.2")
+            fake.tool_calls = [{"function": {"name": "add", "arguments": {"a": 4, "b": 5}}}]
+            host = EngineHost(LlamaCppBackend(), ollama_host=fake.host)
+            store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
+            manager = McpManager(config=McpConfig([stdio_server("test")]))
+
+            class Approve(ChatObserver):
+                def tools_changed(self, message):
+                    for call_id in session.tools.waiting:
+                        session.decide(call_id, Approval.APPROVED)
+
+            try:
+                await host.load("ollama:llama3.2", LoadParams(n_ctx=512))
+                sampling = SamplingParams(max_tokens=8)
+                session = ChatSession(store, host, lambda: sampling, Approve(), EngineKind.OLLAMA, mcp=manager)
+                session.tool_choice = lambda r: "auto" if r == 0 else "none"  # Ollama cannot force a call
+                await session.new()
+                await session.set_tools(ChatTools({"test": ["add"]}))
+                final = await session.send("add 4 and 5")
+                bodies = [r.json for r in fake.requests_to("/api/chat") if r.json["messages"]]  # not the load
+                await session.send("and again")  # Ollama numbers each reply's calls from 0 again
+                return session.conversation, final, bodies
+            finally:
+                await manager.close()
+                await host.close()
+                await store.aclose()
+
+    chat, final, bodies = run(scenario())
+    [call] = chat.messages[1].tool_calls
+    assert (call.tool, call.arguments_object(), call.result) == ("add", {"a": 4, "b": 5}, "9")
+    assert bodies[0]["tools"][0]["function"]["name"] == "add" and "tools" not in bodies[1]
+    assert [m["role"] for m in bodies[1]["messages"]][-2:] == ["assistant", "tool"]
+    assert bodies[1]["messages"][-1]["content"] == "9" and final.status is MessageStatus.COMPLETE
+    ids = [c.id for m in chat.messages for c in m.tool_calls]
+    assert ids == ["call_0", "call_0_2"]  # kept apart in the chat (the view and the prompt's tool_call_id)
