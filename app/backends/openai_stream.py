@@ -15,6 +15,7 @@ that is not JSON, is nested too deeply or is too large).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, overload
 from app.backends.http_json import response_json_or_none
 from app.backends.http_lines import closing_lines
 from app.backends.protocol import Delta
+from app.backends.raw_http import KeptAlivePoster
 from app.core import safe_json
 from app.core.chat.conversation import ReplyStats
 from app.core.lazy_import import lazy_import
@@ -376,6 +378,7 @@ async def run_reply(
     begin: Callable[[ChatStream], None] | None = None,
     end: Callable[[ChatStream, ReplyStats], None] | None = None,
     failure: Callable[[BaseException, str], Exception],
+    poster: KeptAlivePoster | None = None,
 ) -> AsyncGenerator[Delta, None]:
     """Stream the reply to ``body`` into ``stream``: ``ChatStream(lambda s: run_reply(s, body, ...))``.
 
@@ -383,11 +386,12 @@ async def run_reply(
     ``end(stream, stats)`` once it has ended however it ended, its request closed and ``stream.stats`` set.
     A failure is raised as ``failure(exc, partial_text)``. The finish reason is "stopped" when ``stop()`` ended
     the reply or the consumer stopped reading, "error" after a failure, else the server's ("stop" by default).
-    With ``whole`` the server is asked for the reply in one piece (no SSE): one delta carries all of it.
+    With ``whole`` the server is asked for the reply in one piece (no SSE): one delta carries all of it, sent by
+    ``poster`` when given (a lean kept-alive POST; see ``raw_http``).
     """
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     reply = Reply(sent_at=time.perf_counter())
-    reading = _pump_whole(client(), body, queue, path) if whole else _pump(client(), body, queue, path)
+    reading = _pump_whole(poster or client(), body, queue, path) if whole else _pump(client(), body, queue, path)
     stream._pump = asyncio.create_task(reading)
     if begin is not None:
         begin(stream)
@@ -423,16 +427,16 @@ async def run_reply(
 
 
 async def _pump_whole(
-    client: httpx.AsyncClient, body: dict[str, Any], queue: asyncio.Queue[tuple[str, Any]], path: str
-) -> None:
+    client: httpx.AsyncClient | KeptAlivePoster, body: dict[str, Any], queue: asyncio.Queue[tuple[str, Any]],
+    path: str,
+) -> None:  # fmt: skip
     """Ask for the reply in one piece (``stream`` off: a server's SSE costs it CPU per token) and put it into
     ``queue`` as one chunk in the streamed shape; cancelling this task closes the HTTP request."""
     body = {key: value for key, value in body.items() if key != "stream_options"} | {"stream": False}
     try:
-        response = await client.post(path, json=body)
-        payload = json_or_none(response)
-        if response.status_code != 200:
-            raise HttpError(response.status_code, error_message(payload) or response.text)
+        status, payload, text = await _post_whole(client, path, body)
+        if status != 200:
+            raise HttpError(status, error_message(payload) or text)
         queue.put_nowait(("chunk", whole_as_chunk(payload)))
         queue.put_nowait(("end", None))
     except asyncio.CancelledError:
@@ -440,6 +444,21 @@ async def _pump_whole(
         raise
     except Exception as exc:
         queue.put_nowait(("error", exc))
+
+
+async def _post_whole(
+    client: httpx.AsyncClient | KeptAlivePoster, path: str, body: dict[str, Any]
+) -> tuple[int, Any, str]:
+    """(status, JSON or None, text) of one whole answer."""
+    if isinstance(client, KeptAlivePoster):
+        status, data = await client.post(path, json.dumps(body, separators=(",", ":")).encode())
+        try:
+            payload = safe_json.loads(data, what="the server's answer", max_bytes=None)  # the poster bounds it
+        except safe_json.JsonError:
+            payload = None
+        return status, payload, data[:2000].decode("utf-8", "replace")
+    response = await client.post(path, json=body)
+    return response.status_code, json_or_none(response), response.text
 
 
 def whole_as_chunk(payload: Any) -> Any:

@@ -17,6 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from app.backends import raw_http
 from app.backends.http_json import response_json
 from app.backends.openai_stream import (
     CHAT_PATH,
@@ -43,6 +44,7 @@ from app.backends.protocol import (
     RequestRefusedError,
     StateKind,
 )
+from app.backends.raw_http import KeptAlivePoster
 from app.backends.server_url import normalize_server_url
 from app.core.chat.conversation import ReplyStats
 from app.core.errors import InvalidInputError
@@ -90,6 +92,7 @@ class VllmBackend(BackendBase):
         self.base_url = normalize_url(base_url)
         self._api_key = api_key or None
         self._clients = ClientLanes(self.base_url, self._api_key)
+        self._poster = KeptAlivePoster(self.base_url, self._api_key) if raw_http.usable_for(self.base_url) else None
         self._served = ""
         self._metrics: VllmMetrics | None = None
         self._streams: set[ChatStream] = set()
@@ -174,7 +177,7 @@ class VllmBackend(BackendBase):
         whole = options is not None and options.whole
         return ChatStream(lambda stream: run_reply(
             stream, body, client=self._clients.next, path=path, whole=whole, begin=self._begin, end=self._end,
-            failure=self._generation_error,
+            failure=self._generation_error, poster=self._poster,
         ))  # fmt: skip
 
     def stop(self) -> None:
@@ -202,6 +205,8 @@ class VllmBackend(BackendBase):
         """Stop every reply and close the connections."""
         self.stop()
         await self._clients.aclose()
+        if self._poster is not None:
+            await self._poster.aclose()
         self._model, self._metrics = None, None
         self._set_state(StateKind.STOPPED)
 
