@@ -14,7 +14,6 @@ from app.backends.openai_stream import Reply, absorb_delta, sse_data
 from app.core import safe_json
 from app.core.chat.reply_parser import ContentDelta, ContentRecast, ReplyParser, ThinkingDelta
 from app.core.chat.thinking import (
-    ReplySplit,
     ThinkingChoice,
     ThinkingControls,
     prompt_opens_thinking,
@@ -22,6 +21,7 @@ from app.core.chat.thinking import (
     template_variables,
     thinking_controls,
 )
+from app.core.chat.thinking_split import ReplySplit
 from app.core.chat.tool_formats import THINK_TAGS, THINKING_TAGS, ReplyConfig, ReplyFormat, reply_format_for
 
 DATA = Path(__file__).resolve().parents[1] / "data"

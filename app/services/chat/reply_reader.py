@@ -19,7 +19,8 @@ from app.core.chat.reply_parser import (
     ThinkingDelta,
     ToolCall,
 )
-from app.core.chat.thinking import ReplySplit, ThinkingChoice
+from app.core.chat.thinking import ThinkingChoice
+from app.core.chat.thinking_split import ReplySplit
 from app.core.chat.tool_formats import ReplyConfig, ReplyFormat, random_call_ids
 from app.core.chat.tool_use import CallPieces
 from app.core.params import GenerationOptions

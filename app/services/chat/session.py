@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.backends.protocol import RequestRefusedError
 from app.core.chat.conversation import (
@@ -31,23 +31,22 @@ from app.core.chat.overflow import ContextFullError
 from app.core.chat.thinking import ThinkingChoice
 from app.core.chat.tool_use import MAX_ROUNDS, Approval, ChatTools
 from app.core.errors import AppError, BusyError
+from app.core.lazy_import import lazy_import
 from app.core.params import GenerationOptions, SamplingParams
 from app.services.chat.attachments import inline_images
 from app.services.chat.context_fit import fit_prompt, record_fit
 from app.services.chat.history import AsyncConversationStore
-from app.services.chat.reply_reader import ReplyReader, thinking_options
-from app.services.chat.tool_loop import (
-    OfferedTool,
-    ToolCalls,
-    offered_tools,
-    refused_tools_text,
-    start_servers,
-    tool_uses,
-)
 from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
 from app.services.engines.replies import ReplyStream
-from app.services.mcp.manager import McpManager
+
+if TYPE_CHECKING:  # the reply reader (parser, thinking split) and the tool loop (MCP) load with the first reply
+    from app.services.chat import reply_reader, tool_loop
+    from app.services.mcp.manager import McpManager
+else:
+    reply_reader = lazy_import("app.services.chat.reply_reader")
+    tool_loop = lazy_import("app.services.chat.tool_loop")
+
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +104,11 @@ class ChatSession:
         self.conversation: Conversation | None = None
         self.generating = False
         self._stream: ReplyStream | None = None
-        self._reader: ReplyReader | None = None
+        self._reader: reply_reader.ReplyReader | None = None
         # thinking on/off and effort (the chat workspace gives the loaded model's saved choice); sent where offered
         self.thinking: Callable[[], ThinkingChoice] = ThinkingChoice
         self.mcp = mcp  # the MCP servers whose tools chats may use (None: no tools)
-        self.tools = ToolCalls(mcp, self._tools_changed, self._save_tools)
+        self.tools = tool_loop.ToolCalls(mcp, self._tools_changed, self._save_tools)
         # OpenAI's tool_choice for each round of a reply (0, 1, …): "auto" lets the model decide; "required" forces
         # a call (a grammar on llama.cpp), e.g. the first round of a task that needs a tool
         self.tool_choice: Callable[[int], str] = lambda _round: "auto"
@@ -160,7 +159,7 @@ class ChatSession:
         conversation.tools = tools
         if conversation.id is not None:
             await self.store.set_tools(conversation.id, tools)
-        await start_servers(self.mcp, tools)
+        await tool_loop.start_servers(self.mcp, tools)
 
     def decide(self, call_id: str, approval: Approval, reason: str = "") -> bool:
         """The user's decision on a tool call waiting for one: approve once, always (for this tool in this chat),
@@ -277,7 +276,7 @@ class ChatSession:
         self.generating, self._stopped = True, False
         reply: Message | None = None
         try:
-            await start_servers(self.mcp, conversation.tools)
+            await tool_loop.start_servers(self.mcp, conversation.tools)
             reply = await self._reply_round(conversation, continuing, 0)
             rounds = 1
             while reply.tool_calls and reply.status is MessageStatus.COMPLETE and not self._stopped:
@@ -320,7 +319,7 @@ class ChatSession:
                 reply.status, reply.error = MessageStatus.FAILED, str(refused)
                 self.observer.failed(str(refused))
                 return reply
-            offered = offered_tools(self.mcp, conversation.tools)
+            offered = tool_loop.offered_tools(self.mcp, conversation.tools)
             await self._stream_into(reply, prompt, sampling, continuing is not None, offered, round_)
             if continuing is not None:
                 reply.stats = _continued_stats(earlier, reply.stats)
@@ -376,13 +375,15 @@ class ChatSession:
 
     async def _stream_into(
         self, reply: Message, prompt: list[dict[str, Any]], sampling: SamplingParams, continuing: bool = False,
-        offered: Sequence[OfferedTool] = (), round_: int = 0,
+        offered: Sequence[tool_loop.OfferedTool] = (), round_: int = 0,
     ) -> None:  # fmt: skip
-        reader = self._reader = ReplyReader(reply, self.observer, continuing=continuing)  # continued: keeps its text
+        reader = self._reader = reply_reader.ReplyReader(
+            reply, self.observer, continuing=continuing
+        )  # continued: keeps its text
         saving: asyncio.Task[None] | None = None
         last_save = time.monotonic()
         try:
-            options = await thinking_options(self.host, self.engine, self.thinking())
+            options = await reply_reader.thinking_options(self.host, self.engine, self.thinking())
             if offered:
                 tools = [tool.as_function() for tool in offered]
                 options = replace(options or GenerationOptions(), tools=tools, tool_choice=self.tool_choice(round_))
@@ -402,11 +403,11 @@ class ChatSession:
             stats = reply.stats = reader.stats(stream.stats)
             stopped = stats is not None and stats.finish_reason == "stopped"
             reply.status = MessageStatus.STOPPED if stopped else MessageStatus.COMPLETE
-            reply.tool_calls = tool_uses(self._unique_ids(reader.calls), list(offered)) if offered else []
+            reply.tool_calls = tool_loop.tool_uses(self._unique_ids(reader.calls), list(offered)) if offered else []
         except AppError as exc:  # GenerationError included: the partial reply stays in the reader
             text = str(exc)
             if offered and self.engine is EngineKind.VLLM and isinstance(exc, RequestRefusedError) and "tool" in text:
-                text = refused_tools_text(text)
+                text = tool_loop.refused_tools_text(text)
             reply.status, reply.error = MessageStatus.FAILED, text
             self.observer.failed(text)
         except asyncio.CancelledError:

@@ -14,14 +14,13 @@ import contextlib
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import AppError, ErrorKind
 from app.core.mcp.config import ServerConfig, redacted
 from app.services.mcp.results import ToolResult, result_text
+from app.services.mcp.status import ServerState, ServerStatus, ToolInfo
 from app.services.mcp.stderr import StderrPipe
 
 log = logging.getLogger("app.services.mcp")
@@ -32,47 +31,8 @@ MAX_HTTP_EVENT_BYTES = 32 * 1024 * 1024  # one message from an HTTP server (the 
 BUILTIN_MODULE = "app.services.mcp.builtin_server"
 
 
-class ServerState(StrEnum):
-    DISABLED = "disabled"
-    STOPPED = "stopped"
-    STARTING = "starting"
-    READY = "ready"
-    FAILED = "failed"
-
-
 class McpCallError(AppError):
     """A tool call that could not be made or did not finish; the message names the server and the tool."""
-
-
-@dataclass(frozen=True)
-class ToolInfo:
-    server: str
-    name: str
-    description: str
-    input_schema: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    name: str
-    transport: str
-    enabled: bool
-    state: ServerState
-    error: str | None = None
-    tools: tuple[ToolInfo, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "transport": self.transport,
-            "enabled": self.enabled,
-            "state": str(self.state),
-            "error": self.error,
-            "tools": [tool.to_dict() for tool in self.tools],
-        }
 
 
 class ServerConnection:

@@ -4,7 +4,7 @@ run. The servers file is read off the Qt thread; servers start when a chat uses 
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from app.core.chat.conversation import Conversation, Message
 from app.core.chat.tool_use import Approval, ChatTools
@@ -15,6 +15,9 @@ from app.ui.pages.chat.composer import Composer
 from app.ui.pages.chat.drawer import SettingsDrawer
 from app.ui.pages.chat.transcript import TranscriptView
 from app.ui.tasks import spawn
+
+if TYPE_CHECKING:
+    from app.services.mcp.manager import McpManager
 
 
 class _Origins(Protocol):
@@ -45,24 +48,25 @@ class ToolsPage(Protocol):
 class ChatToolsControl:
     def __init__(self, panel: ToolsPage) -> None:
         self.panel = panel
-        self.manager = panel.workstation.mcp
+        self.manager: McpManager | None = None  # made by start(): not at start-up
         self.picker = panel.drawer.tools
         self.picker.changed.connect(self.servers_chosen)
         self.picker.restart_requested.connect(self.restart)
         panel.view.tool_decided.connect(self.decided)
         panel.view.tools_continue_requested.connect(self.continue_tools)
-        self.manager.add_listener(lambda _name: self.refresh())
 
     def start(self) -> None:
-        spawn(self._load(), "read the MCP servers file")
+        self.manager = self.panel.workstation.mcp
+        self.manager.add_listener(lambda _name: self.refresh())
+        spawn(self._load(self.manager), "read the MCP servers file")
 
-    async def _load(self) -> None:
-        await self.manager.load()
+    async def _load(self, manager: McpManager) -> None:
+        await manager.load()
         self.refresh()
 
     def refresh(self) -> None:
         """The picker shows every server's state and what the chat on screen uses."""
-        if self.panel.closed:
+        if self.panel.closed or self.manager is None:
             return
         session = self.panel.session
         tools = session.conversation.tools if session and session.conversation else ChatTools()
@@ -76,7 +80,8 @@ class ChatToolsControl:
         spawn(session.set_tools(ChatTools(dict(chosen), list(current.always))), "choose the chat's tools")
 
     def restart(self, name: str) -> None:
-        spawn(self.manager.restart(name), f"restart the MCP server {name}")
+        if self.manager is not None:
+            spawn(self.manager.restart(name), f"restart the MCP server {name}")
 
     def decided(self, call_id: str, approval: str, reason: str) -> None:
         session = self.panel.session

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.core.chat.tool_use import ChatTools
-from app.services.mcp.connection import ServerState, ServerStatus
+from app.services.mcp.status import ServerState, ServerStatus
 from app.ui.style.icons import icon
 from app.ui.style.theme import set_role, tokens
 from app.ui.widgets.factories import wrapped_label
