@@ -247,7 +247,7 @@ class _nothing:
 
 
 def test_eight_chats_generate_at_once_each_with_its_own_text(fake):
-    fake.token_delay_s = 0.25  # ~1 s per reply: the metrics read after all eight start still sees them running
+    fake.token_delay_s = 0.5  # ~2 s per reply: the metrics read after all eight start still sees them running
 
     async def main():
         backend = await loaded(fake.base_url)
