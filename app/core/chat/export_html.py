@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from app.core.chat import code_highlight
 from app.core.chat.conversation import Attachment, Conversation, Message, Role
-from app.core.chat.export_text import last_settings, models_used, origin_line, settings_line, speaker
+from app.core.chat.export_text import chat_facts, settings_line, speaker
 from app.core.chat.markdown import render_markdown
 from app.core.chat.tool_calls_view import arguments_text, call_heading, sent_note
 from app.core.chat.tool_use import ToolUse
@@ -77,18 +77,7 @@ def _css() -> str:
 
 
 def _facts(conversation: Conversation, origin_title: str | None) -> str:
-    facts = []
-    models = models_used(conversation)
-    if models:
-        facts.append(f"Model: {', '.join(models)}")
-    settings = last_settings(conversation)
-    if settings:
-        facts.append(f"Settings: {settings}")
-    origin = origin_line(conversation, origin_title)
-    if origin:
-        facts.append(origin)
-    facts.append(f"{len(conversation.messages)} messages")
-    return "".join(f'<p class="fact">{html.escape(fact)}</p>' for fact in facts)
+    return "".join(f'<p class="fact">{html.escape(fact)}</p>' for fact in chat_facts(conversation, origin_title))
 
 
 def _message(message: Message, index: int, image_data: ImageData | None) -> str:

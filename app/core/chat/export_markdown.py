@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.core.chat.conversation import Attachment, Conversation, Message, Role
-from app.core.chat.export_text import last_settings, models_used, origin_line, settings_line, speaker
+from app.core.chat.export_text import chat_facts, settings_line, speaker
 from app.core.chat.tool_calls_view import arguments_text, call_heading, fenced, sent_note
 from app.core.chat.tool_use import ToolUse
 
@@ -18,7 +18,7 @@ def to_markdown(
 ) -> str:
     """The whole chat as Markdown."""
     lines = [f"# {_one_line(conversation.title)}", ""]
-    facts = _facts(conversation, origin_title)
+    facts = chat_facts(conversation, origin_title)
     lines.extend(f"- {fact}" for fact in facts)
     if facts:
         lines.append("")
@@ -27,21 +27,6 @@ def to_markdown(
     for index, message in enumerate(conversation.messages, start=1):
         lines += _message(message, index, image_link)
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _facts(conversation: Conversation, origin_title: str | None) -> list[str]:
-    facts = []
-    models = models_used(conversation)
-    if models:
-        facts.append(f"Model: {', '.join(models)}")
-    settings = last_settings(conversation)
-    if settings:
-        facts.append(f"Settings: {settings}")
-    origin = origin_line(conversation, origin_title)
-    if origin:
-        facts.append(origin)
-    facts.append(f"Messages: {len(conversation.messages)}")
-    return facts
 
 
 def _message(message: Message, index: int, image_link: ImageLink | None) -> list[str]:

@@ -40,6 +40,19 @@ def origin_line(conversation: Conversation, origin_title: str | None) -> str:
     return f"Forked from {title} at message {conversation.forked_at}"
 
 
+def chat_facts(conversation: Conversation, origin_title: str | None) -> list[str]:
+    """The lines an export opens with: the models and settings used, the fork's origin, the message count."""
+    facts = []
+    if models := models_used(conversation):
+        facts.append(f"Model: {', '.join(models)}")
+    if settings := last_settings(conversation):
+        facts.append(f"Settings: {settings}")
+    if origin := origin_line(conversation, origin_title):
+        facts.append(origin)
+    facts.append(f"Messages: {len(conversation.messages)}")
+    return facts
+
+
 def speaker(message: Message) -> str:
     if message.role is Role.USER:
         return "You"

@@ -364,22 +364,19 @@ def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
 
 
 def _attachments(text: str, message_id: int) -> list[Attachment]:
-    """The attachments column (a JSON list); a damaged one reads as none (logged) so the chat still opens."""
-    try:
-        items = safe_json.loads(text, what=f"the attachments of message {message_id}", max_bytes=None)
-        return [Attachment.from_dict(item) for item in items]
-    except (safe_json.JsonError, TypeError, AttributeError) as exc:
-        log.warning("History: the attachments of message %s are unreadable (%s); shown without them.", message_id, exc)
-        return []
+    return _json_items(text, f"the attachments of message {message_id}", Attachment.from_dict)
 
 
 def _tool_calls(text: str, message_id: int) -> list[ToolUse]:
-    """The tool calls column (a JSON list); a damaged one reads as none (logged) so the chat still opens."""
+    return _json_items(text, f"the tool calls of message {message_id}", ToolUse.from_dict)
+
+
+def _json_items(text: str, what: str, make: Callable[[Any], T]) -> list[T]:
+    """A JSON-list column read item by item; a damaged one reads as empty (logged) so the chat still opens."""
     try:
-        items = safe_json.loads(text, what=f"the tool calls of message {message_id}", max_bytes=None)
-        return [ToolUse.from_dict(item) for item in items]
+        return [make(item) for item in safe_json.loads(text, what=what, max_bytes=None)]
     except (safe_json.JsonError, TypeError, AttributeError) as exc:
-        log.warning("History: the tool calls of message %s are unreadable (%s); shown without them.", message_id, exc)
+        log.warning("History: %s are unreadable (%s); shown without them.", what, exc)
         return []
 
 
