@@ -44,18 +44,38 @@ def chat_fields(options: GenerationOptions | None) -> dict[str, Any]:
 
 
 def ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI-style messages as Ollama takes them: a tool call's ``arguments`` as an object, not JSON text, and
-    earlier thinking (``reasoning_content``) as Ollama's ``thinking``."""
+    """OpenAI-style messages as Ollama takes them: a tool call's ``arguments`` as an object, not JSON text,
+    earlier thinking (``reasoning_content``) as Ollama's ``thinking``, and a tool result named by ``tool_name``
+    (the called function, found from its ``tool_call_id``) instead of OpenAI's ``tool_call_id``/``name``."""
     converted = []
+    call_names: dict[str, str] = {}
     for message in messages:
         if "reasoning_content" in message:
             thinking = message["reasoning_content"]
             message = {k: v for k, v in message.items() if k != "reasoning_content"} | {"thinking": thinking}
         calls = message.get("tool_calls")
         if isinstance(calls, list):
+            call_names |= _names_by_call_id(calls)
             message = {**message, "tool_calls": [_object_arguments(c) for c in calls]}
+        if message.get("role") == "tool":
+            message = _tool_result(message, call_names)
         converted.append(message)
     return converted
+
+
+def _names_by_call_id(calls: list[Any]) -> dict[str, str]:
+    names = {}
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and call.get("id") and function.get("name"):
+            names[str(call["id"])] = str(function["name"])
+    return names
+
+
+def _tool_result(message: dict[str, Any], call_names: dict[str, str]) -> dict[str, Any]:
+    name = message.get("name") or call_names.get(str(message.get("tool_call_id")))
+    kept = {k: v for k, v in message.items() if k not in ("name", "tool_call_id")}
+    return kept | {"tool_name": name} if name else kept
 
 
 def _object_arguments(call: Any) -> Any:

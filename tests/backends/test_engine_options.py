@@ -176,6 +176,18 @@ def test_ollama_history_tool_calls_carry_object_arguments(ollama):
     assert call["function"]["arguments"] == '{"city": "Oslo"}'  # the caller's messages are untouched
 
 
+def test_ollama_tool_results_in_openai_shape_are_named_by_tool_name(ollama):
+    calls = [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
+             {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]
+    history = [*USER, {"role": "assistant", "content": "", "tool_calls": calls},
+               {"role": "tool", "tool_call_id": "c2", "content": "noon"},
+               {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "sunny"}]  # fmt: skip
+    run(_ollama_deltas(ollama, GenerationOptions(tools=TOOLS), messages=history))
+    sent = ollama.requests_to("/api/chat")[-1].json["messages"]
+    assert sent[2] == {"role": "tool", "content": "noon", "tool_name": "get_time"}
+    assert sent[3] == {"role": "tool", "content": "sunny", "tool_name": "get_weather"}
+
+
 def test_ollama_logprobs_come_back_in_openai_shape(ollama):
     deltas, _ = run(_ollama_deltas(ollama, GenerationOptions(logprobs=True, top_logprobs=2)))
     body = ollama.requests_to("/api/chat")[-1].json
