@@ -9,6 +9,7 @@ from app.core.chat.conversation import MessageStatus, Role
 from app.core.params import SamplingParams
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import VllmEndpoint
+from app.ui.pages.chat.chat_list import ACTIVITY_ROLE, GENERATING
 from tests.support.waiting import until
 
 
@@ -279,6 +280,11 @@ def test_the_picker_lists_the_ollama_the_settings_name_after_a_change(qloop, mak
         qloop.run_until_complete(scenario())
 
 
+def _activity(panel, chat_id):
+    row = panel.chats.model.row_of(chat_id)
+    return None if row is None else panel.chats.model.index(row).data(ACTIVITY_ROLE)
+
+
 def _entries(panel):
     return [panel.model_bar.models.itemData(i) for i in range(panel.model_bar.models.count())]
 
@@ -307,11 +313,13 @@ def test_vllm_chats_generate_at_once_and_keep_going_in_the_background(qtbot, qlo
             first_chat = panel.session.conversation.id
             panel.new_chat()  # allowed: vLLM runs several replies at once
             await until(lambda: panel.session.conversation is not None and panel.session.conversation.id != first_chat)
+            await until(lambda: _activity(panel, first_chat) == GENERATING)  # the list marks it busy
             _send(qtbot, panel, "second chat")
             await until(lambda: fake.max_in_flight >= 2)
             await until(_reply_done(panel, 2))
             assert _messages(panel)[1].status is MessageStatus.COMPLETE
             await until(lambda: not panel.workspace.background)  # the first chat finished while hidden, and was saved
+            await until(lambda: _activity(panel, first_chat) is None)
             saved = await panel.workstation.store.load(first_chat)
             assert saved.messages[1].status is MessageStatus.COMPLETE and saved.messages[1].backend == "vllm"
             assert saved.messages[1].content == "You said: first chat, a long answer please"

@@ -187,3 +187,60 @@ def test_a_tool_round_in_the_window_asks_runs_and_answers(qtbot, qloop, make_win
         assert "pick · test: Approved" in panel.view.toPlainText()
 
     qloop.run_until_complete(scenario())
+
+
+def test_a_background_chat_waiting_for_approval_is_marked_and_announced_until_opened(qtbot, qloop, make_window):
+    from app.services.engines.events import VllmEndpoint
+    from app.ui.pages.chat.chat_list import ACTIVITY_ROLE, APPROVAL, GENERATING
+    from tests.support.fake_openai import FakeOpenAIServer
+
+    McpConfigFile(app_paths().ensure().mcp_servers_file).save(McpConfig([stdio_server("test", CHAT_TOOLS_FLAG)]))
+    with FakeOpenAIServer(models=("tiny-llama",)) as fake:
+        fake.tool_arguments = {"color": "green"}
+        fake.token_delay_s = 0.05
+
+        async def scenario():
+            window = await make_window()
+            panel = window.chat_panel
+            panel.host.offer_vllm(VllmEndpoint(fake.base_url, "tiny-llama", None, "remote"))
+            panel.model_bar.select("vllm:tiny-llama")
+            panel.load_model("vllm:tiny-llama")
+            await until(lambda: panel.workspace.model is not None, timeout=30)
+            panel.sampling.set_params(SamplingParams(max_tokens=40, temperature=0.0))
+            await until(lambda: "test" in panel.drawer.tools.names())
+            picker = panel.drawer.tools
+            picker.box("test").click()  # the person lets this chat use the server
+            await until(lambda: picker.state_label("test").text().startswith("ready"), timeout=60)
+            await until(lambda: "pick" in picker.tool_names("test"))
+            for tool in picker.tool_names("test"):  # "required" makes the fake server call the first tool
+                if tool != "pick":
+                    picker.tool_box("test", tool).click()
+            asking = panel.session
+            await until(lambda: asking.conversation.tools.servers == {"test": ["pick"]})
+            asking.tool_choice = lambda r: "required" if r == 0 else "none"
+            panel.input.setPlainText("Pick a colour")
+            qtbot.keyClick(panel.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+            await until(lambda: bool(asking.tools.waiting), timeout=30)
+            chat_id = asking.conversation.id
+            panel.new_chat()  # the waiting chat goes on in the background
+            await until(lambda: panel.session is not asking and chat_id in panel.workspace.background)
+
+            def mark():
+                row = panel.chats.model.row_of(chat_id)
+                return None if row is None else panel.chats.model.index(row).data(ACTIVITY_ROLE)
+
+            await until(lambda: mark() == APPROVAL)
+            tip = panel.chats.model.index(panel.chats.model.row_of(chat_id)).data(Qt.ItemDataRole.ToolTipRole)
+            assert tip == "Pick a colour\nWaiting for your approval of a tool call: open the chat to decide"
+            [notice] = [n for n in panel.notice.notices() if n.key == f"approval:{chat_id}"]
+            assert "Pick a colour" in notice.text and notice.action_text == "Open chat"
+            panel.notice.run_action(notice.key)  # the person opens the chat from the notice
+            await until(lambda: panel.session is asking)
+            assert mark() is None and not any(n.key == notice.key for n in panel.notice.notices())
+            shown = card(panel.view, asking.tools.waiting[0])
+            qtbot.mouseClick(shown.approve_button, Qt.MouseButton.LeftButton)
+            await until(lambda: not asking.generating, timeout=30)
+            assert asking.conversation.messages[1].tool_calls[0].result == "picked green"
+            assert mark() is None and GENERATING != APPROVAL
+
+        qloop.run_until_complete(scenario())

@@ -232,6 +232,11 @@ class ChatSession:
             self._settling.cancel()
 
     @property
+    def settling_tools(self) -> bool:
+        """Whether the reply is between rounds: its tool calls are being asked about or run."""
+        return self._settling is not None and not self._settling.done()
+
+    @property
     def reply_text(self) -> str:
         """The reply being generated, so far (its answer)."""
         return self._reader.content if self._reader is not None else ""

@@ -117,6 +117,10 @@ class ChatWorkspace:
         self.session = self.new_session()
         return True
 
+    def background_activity(self) -> dict[int, bool]:
+        """The chats generating in the background, each with whether a tool call of it waits for the user."""
+        return {chat_id: bool(session.tools.waiting) for chat_id, session in self.background.items()}
+
     def resume_background(self, chat_id: int) -> ChatSession | None:
         """Show a chat still generating in the background; None when it is not one."""
         session = self.background.pop(chat_id, None)

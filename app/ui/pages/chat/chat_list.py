@@ -56,6 +56,14 @@ __all__ = ["ChatList", "ChatListModel", "ChatSource"]
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 HEADER_ROLE = Qt.ItemDataRole.UserRole + 1
+ACTIVITY_ROLE = Qt.ItemDataRole.UserRole + 2  # GENERATING or APPROVAL for a chat busy in the background
+GENERATING = "generating"
+APPROVAL = "approval"
+_ACTIVITY_TIPS = {
+    GENERATING: "Still replying in the background",
+    APPROVAL: "Waiting for your approval of a tool call: open the chat to decide",
+}
+_DOT = 8  # the activity dot's diameter
 PAGE_SIZE = 100
 _ROW_H = 34  # headers too: uniform rows let the view lay out thousands at no cost
 _TRASH = 24  # the delete icon's square, at a row's right end
@@ -108,6 +116,7 @@ class ChatListModel(QAbstractListModel):
         self._generation = 0
         self.total = 0  # chats in the store (in the folder shown), as of the last page
         self.folder: str | None = None  # show only the chats in this folder ("" for none); None: every chat
+        self.activity: dict[int, str] = {}  # chat id -> GENERATING or APPROVAL (chats busy in the background)
 
     # -- Qt model ----------------------------------------------------------------------------------------
 
@@ -121,12 +130,26 @@ class ChatListModel(QAbstractListModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return row.header or (row.chat.title if row.chat else "")
         if role == Qt.ItemDataRole.ToolTipRole and row.chat is not None:
-            return row.chat.title
+            tip = _ACTIVITY_TIPS.get(self.activity.get(row.chat.id, ""))
+            return f"{row.chat.title}\n{tip}" if tip else row.chat.title
+        if role == ACTIVITY_ROLE:
+            return self.activity.get(row.chat.id) if row.chat else None
         if role == ID_ROLE:
             return row.chat.id if row.chat else None
         if role == HEADER_ROLE:
             return bool(row.header)
         return None
+
+    def set_activity(self, activity: dict[int, str]) -> None:
+        """Mark the chats busy in the background (the others lose their mark)."""
+        chats = self.activity.keys() | activity.keys()
+        changed = {chat for chat in chats if self.activity.get(chat) != activity.get(chat)}
+        self.activity = dict(activity)
+        for chat_id in changed:
+            row = self.row_of(chat_id)
+            if row is not None:
+                index = self.index(row)
+                self.dataChanged.emit(index, index, [ACTIVITY_ROLE, Qt.ItemDataRole.ToolTipRole])
 
     def flags(self, index: Index) -> Qt.ItemFlag:
         if index.isValid() and self._rows[index.row()].header:
@@ -264,10 +287,16 @@ class _Delegate(QStyledItemDelegate):
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(t.accent_soft if selected else t.hover)
             painter.drawRoundedRect(card, RADIUS, RADIUS)
-        room = card.adjusted(SPACE_S, 0, -(SPACE_S + (_TRASH if hovered else 0)), 0)
+        activity = index.data(ACTIVITY_ROLE)
+        right = SPACE_S + (_TRASH if hovered else 0) + (_DOT + SPACE_S if activity else 0)
+        room = card.adjusted(SPACE_S, 0, -right, 0)
         painter.setPen(t.text)
         elided = painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, room.width())
         painter.drawText(room, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided)
+        if activity:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(t.warning if activity == APPROVAL else t.accent)
+            painter.drawEllipse(room.right() + SPACE_S, card.center().y() - _DOT // 2 + 1, _DOT, _DOT)
         if hovered:
             self._owner.trash_icon.paint(painter, trash_rect(rect))
         painter.restore()
@@ -393,6 +422,10 @@ class ChatList(QWidget):
     def is_searching(self) -> bool:
         """Whether search results are shown instead of the chats."""
         return self.results.isVisible() or bool(self.search_box.text().strip())
+
+    def set_activity(self, activity: dict[int, str]) -> None:
+        """Mark the chats busy in the background: GENERATING (an accent dot) or APPROVAL (an amber dot)."""
+        self.model.set_activity(activity)
 
     def select(self, chat_id: int | None) -> None:
         """Mark ``chat_id`` as the chat shown (selected once its row is loaded); emits nothing."""

@@ -5,6 +5,7 @@ and engine chats run on, and the chats still generating in the background, live 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from types import ModuleType
 
@@ -29,6 +30,7 @@ from app.services.engines.events import (
     VllmEndpointChanged,
 )
 from app.services.workstation import Workstation
+from app.ui.pages.chat.chat_list import APPROVAL, GENERATING
 from app.ui.pages.chat.chat_tools import ChatToolsControl
 from app.ui.pages.chat.composer import images_refusal
 from app.ui.pages.chat.conversations import ChatConversations
@@ -60,6 +62,8 @@ class _Observer(ChatObserver):
     def reply_started(self, message: Message) -> None:
         if self.visible:
             self.panel.reply_started(message)
+        else:
+            self.panel.show_background_activity()
 
     def reply_queued(self, replies_ahead: int) -> None:
         if self.visible:
@@ -90,6 +94,8 @@ class _Observer(ChatObserver):
     def tools_changed(self, message: Message) -> None:
         if self.visible:
             self.panel.tools.tools_changed(message)
+        else:
+            self.panel.show_background_activity()
 
     def failed(self, text: str) -> None:
         if self.visible:
@@ -111,6 +117,7 @@ class ChatPanel(ChatPanelLayout):
         self.ready: asyncio.Future[None] | None = None
         self._editing: int | None = None
         self._drawer_decided = workstation.settings.chat_drawer_open is not None
+        self._approvals_announced: set[int] = set()  # background chats whose waiting tool call was announced
         self.closed = False
         self.ollama_models: set[str] = set()
         self._ollama_listed: tuple[str | None] | None = None  # (the Ollama host last listed,); None: not yet
@@ -268,6 +275,7 @@ class ChatPanel(ChatPanelLayout):
         if generating:
             self.view.end_reply()
             self._set_generating(False)
+            self.show_background_activity()
         return True
 
     async def switch_chat(self, chat_id: int) -> None:
@@ -279,17 +287,42 @@ class ChatPanel(ChatPanelLayout):
             await self.session.open(chat_id)
             return
         assert resumed.conversation is not None
-        self.view.show_messages(resumed.conversation.messages[:-1])
         self.system_prompt.setPlainText(resumed.conversation.system_prompt)
-        self._begin_reply_view()
-        self.view.append_thinking(resumed.reply_thinking)
-        self.view.append_reply(resumed.reply_text)
+        self.show_background_activity()
+        if resumed.settling_tools:  # the reply's calls wait for the person or run: show their cards
+            self._set_generating(True)
+            self.show_transcript(True)
+            self.tools.tools_changed(resumed.conversation.messages[-1])
+        else:
+            self.view.show_messages(resumed.conversation.messages[:-1])
+            self._begin_reply_view()
+            self.view.append_thinking(resumed.reply_thinking)
+            self.view.append_reply(resumed.reply_text)
+        self.tools.refresh()
         spawn(self.refresh_chats(), "refresh chats")
 
     def background_finished(self, session: ChatSession) -> None:
         """A chat that was generating in the background is done: it is saved; refresh the list."""
         self.workspace.background_finished(session)
+        self.show_background_activity()
         spawn(self.refresh_chats(), "refresh chats")
+
+    def show_background_activity(self) -> None:
+        """Mark the chats busy in the background in the list; a tool call waiting in one is announced once, with
+        a way to open that chat, and the announcement goes when the chat is opened or stops waiting."""
+        activity = self.workspace.background_activity()
+        self.chats.set_activity({chat: APPROVAL if waiting else GENERATING for chat, waiting in activity.items()})
+        waiting = {chat for chat, is_waiting in activity.items() if is_waiting}
+        for chat_id in self._approvals_announced - waiting:
+            self.hide_notice(f"approval:{chat_id}")
+        for chat_id in waiting - self._approvals_announced:
+            session = self.workspace.background[chat_id]
+            title = session.conversation.title if session.conversation else "A chat"
+            self.show_notice(
+                f"“{title}” is waiting for your approval of a tool call.", "warning", key=f"approval:{chat_id}",
+                action=("Open chat", functools.partial(self.open_chat, chat_id)),
+            )  # fmt: skip
+        self._approvals_announced = waiting
 
     def new_chat(self) -> None:
         if self.session is not None and self.park_generating():
