@@ -177,8 +177,10 @@ def test_ollama_history_tool_calls_carry_object_arguments(ollama):
 
 
 def test_ollama_tool_results_in_openai_shape_are_named_by_tool_name(ollama):
-    calls = [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
-             {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+    ]
     history = [*USER, {"role": "assistant", "content": "", "tool_calls": calls},
                {"role": "tool", "tool_call_id": "c2", "content": "noon"},
                {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "sunny"}]  # fmt: skip
