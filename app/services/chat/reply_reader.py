@@ -82,6 +82,11 @@ class ReplyReader:
         parsed = [(c.id, c.name, c.arguments_json) for c in self._parsed_calls]
         return parsed + self._engine_calls.calls(random_call_ids(ReplyFormat.NONE))
 
+    @property
+    def engine_called(self) -> bool:
+        """Whether the engine parsed calls itself (its stream does not say when a call is whole)."""
+        return bool(self._engine_calls.calls(str))
+
     def finish(self) -> None:
         self._tell(self._split.finish())
 

@@ -390,7 +390,7 @@ class ChatSession:
         try:
             options = await reply_reader.thinking_options(self.host, self.engine, self.thinking())
             if offered:
-                tools = [tool.as_function() for tool in offered]
+                tools = [tool.as_function(strict=self.engine is EngineKind.VLLM) for tool in offered]
                 options = replace(options or GenerationOptions(), tools=tools, tool_choice=self.tool_choice(round_))
             await reader.start(self.host, self.engine, options)
             if self.engine is not EngineKind.LLAMACPP:  # the llama.cpp worker reads the images itself
@@ -408,7 +408,9 @@ class ChatSession:
             stats = reply.stats = reader.stats(stream.stats)
             stopped = stats is not None and stats.finish_reason == "stopped"
             reply.status = MessageStatus.STOPPED if stopped else MessageStatus.COMPLETE
-            reply.tool_calls = tool_loop.tool_uses(self._unique_ids(reader.calls), list(offered)) if offered else []
+            cut = stats is not None and stats.finish_reason == "length" and reader.engine_called
+            calls = self._unique_ids(reader.calls)
+            reply.tool_calls = tool_loop.tool_uses(calls, list(offered), last_cut=cut) if offered else []
         except AppError as exc:  # GenerationError included: the partial reply stays in the reader
             text = str(exc)
             if offered and self.engine is EngineKind.VLLM and isinstance(exc, RequestRefusedError) and "tool" in text:

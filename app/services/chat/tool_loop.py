@@ -24,6 +24,10 @@ log = logging.getLogger("app.services.chat")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME = 64  # OpenAI's limit on a function's name
 STOPPED_RESULT = "The call was cancelled: the user stopped the reply."
+CUT_CALL_TEXT = (
+    "Error: the reply reached its token limit while this call was being written, so it may be incomplete and was "
+    "not run. Raise the reply's token limit to let such calls finish."
+)
 
 
 @dataclass(frozen=True)
@@ -31,9 +35,13 @@ class OfferedTool:
     name: str  # as the model sees it: the tool's own name, or ``server__tool`` when two servers share a name
     info: ToolInfo
 
-    def as_function(self) -> dict[str, Any]:
+    def as_function(self, strict: bool = False) -> dict[str, Any]:
+        """The tool in OpenAI's shape; ``strict`` asks the engine to hold a call's arguments to the tool's schema
+        (vLLM does, with a structural tag; without it a forced call's arguments are free JSON, even ``true``)."""
         schema = self.info.input_schema or {"type": "object", "properties": {}}
-        function = {"name": self.name, "description": self.info.description or "", "parameters": schema}
+        function: dict[str, Any] = {"name": self.name, "description": self.info.description or "", "parameters": schema}
+        if strict:
+            function["strict"] = True
         return {"type": "function", "function": function}
 
 
@@ -67,9 +75,17 @@ async def start_servers(manager: McpManager | None, chosen: ChatTools) -> None:
             raise outcome
 
 
-def tool_uses(calls: list[tuple[str, str, str]], offered: list[OfferedTool]) -> list[ToolUse]:
+def tool_uses(calls: list[tuple[str, str, str]], offered: list[OfferedTool], last_cut: bool = False) -> list[ToolUse]:
     """A reply's calls (id, name, arguments) matched to the tools offered; a call that cannot run is settled
-    at once with a result that tells the model why (nothing is asked of the user)."""
+    at once with a result that tells the model why (nothing is asked of the user). ``last_cut``: the reply hit
+    its token limit while the engine streamed its last call, which may be incomplete and is not run."""
+    uses = _matched(calls, offered)
+    if last_cut and uses and uses[-1].approval is Approval.PENDING:
+        _refuse(uses[-1], CUT_CALL_TEXT)
+    return uses
+
+
+def _matched(calls: list[tuple[str, str, str]], offered: list[OfferedTool]) -> list[ToolUse]:
     by_name = {tool.name: tool.info for tool in offered}
     uses = []
     for call_id, name, arguments in calls:
