@@ -58,7 +58,7 @@ def run_gui(screenshot: Screenshot | None = None, smoke: bool = False) -> int:
     from app.ui.errors import handle_loop_exception, install_exception_hook
     from app.ui.main_window import WINDOW_CLASS, MainWindow
     from app.ui.resources import app_icon_path
-    from app.ui.style.theme import apply_theme
+    from app.ui.style.theme import apply_style_sheet, apply_theme
     from app.ui.watchdog import StallWatchdog
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -71,12 +71,13 @@ def run_gui(screenshot: Screenshot | None = None, smoke: bool = False) -> int:
     buffer = install_logging("INFO", paths.log_file)
     workstation = Workstation.create(paths, buffer)  # the composition root: engines and history live here
     logging.getLogger("app").setLevel(workstation.settings.log_level)
-    apply_theme(app, (screenshot.palette if screenshot else None) or workstation.settings.theme)
+    apply_theme(app, (screenshot.palette if screenshot else None) or workstation.settings.theme, with_style_sheet=False)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     install_asyncgen_hooks(loop)
     loop.set_exception_handler(handle_loop_exception)
     window = MainWindow(workstation)
+    apply_style_sheet(app)  # once the window is built: see apply_theme
     install_exception_hook(lambda: window)
     watchdog = StallWatchdog(parent=window)
     watchdog.start()

@@ -120,13 +120,23 @@ def _palette(dark: bool) -> QPalette:
     return palette
 
 
-def apply_theme(app: QApplication, theme: str = "system") -> None:
-    """Fusion with our light or dark palette ("system": the platform's palette) and the app's style sheet."""
+def apply_theme(app: QApplication, theme: str = "system", with_style_sheet: bool = True) -> None:
+    """Fusion with our light or dark palette ("system": the platform's palette) and the app's style sheet.
+
+    At start-up the sheet comes after the window is built (``apply_style_sheet``): with an application style sheet
+    set, every widget added to a layout re-polishes its whole subtree, which made building the window ~1.5× slower.
+    """
     app.setStyle(QStyleFactory.create("Fusion"))
     if theme in ("light", "dark"):
         app.setPalette(_palette(theme == "dark"))
     else:  # back to the platform's palette (an empty one resolves to it), also after a live switch
         app.setPalette(QPalette())
+    if with_style_sheet:
+        apply_style_sheet(app)
+
+
+def apply_style_sheet(app: QApplication) -> None:
+    """The app's style sheet, for the palette set now."""
     app.setStyleSheet(style_sheet(tokens(app.palette())))
 
 

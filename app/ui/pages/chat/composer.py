@@ -192,6 +192,8 @@ class Composer(QFrame):
         if self._ready and event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self.set_generating(self.generating)
             self._style_meter()
+        if self._ready and event.type() in (QEvent.Type.StyleChange, QEvent.Type.FontChange):
+            self._fit_height()  # the frame and the line height follow the style sheet and the font
 
     def _fit_height(self) -> None:
         """Between MIN_LINES and MAX_LINES lines tall, following the text."""
