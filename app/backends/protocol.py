@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from app.core.chat.conversation import ReplyStats
 from app.core.errors import AppError, ErrorKind, InvalidInputError
@@ -232,3 +232,21 @@ class TokenCounting(Protocol):
     """An engine that counts a chat's prompt tokens as it would render them (chat template, tools included)."""
 
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int: ...
+
+
+_IMPLEMENTS: dict[tuple[type, type], bool] = {}
+
+
+def implements(obj: object, protocol: type) -> bool:
+    """``isinstance(obj, protocol)`` for the runtime-checkable protocols above, decided once per class: a
+    protocol check walks the protocol's members on every call (~50 µs), which an API request made several times.
+    Valid because every member of these protocols is a method or property of the class, not an instance field."""
+    key = (type(obj), protocol)
+    found = _IMPLEMENTS.get(key)
+    if found is None:
+        found = _IMPLEMENTS[key] = isinstance(obj, protocol)
+    return found
+
+
+def is_reply_handle(obj: object) -> TypeGuard[ReplyHandle]:
+    return implements(obj, ReplyHandle)

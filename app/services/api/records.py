@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -61,7 +61,8 @@ class RequestLog:
     """The records of recent requests, newest last; listeners hear of each change on the server's loop."""
 
     def __init__(self, max_recent: int = MAX_RECENT) -> None:
-        self._recent: deque[RequestRecord] = deque(maxlen=max_recent)
+        self._recent: OrderedDict[int, RequestRecord] = OrderedDict()  # by id, oldest first: O(1) updates
+        self._max_recent = max_recent
         self._listeners: list[Listener] = []
         self._ids = itertools.count(1)
 
@@ -72,22 +73,17 @@ class RequestLog:
 
     def recent(self) -> list[RequestRecord]:
         """The latest version of each recent request, oldest first."""
-        return list(self._recent)
+        return list(self._recent.values())
 
     def open(self, client: str, endpoint: str) -> Tracker:
         record = RequestRecord(next(self._ids), time.time(), client, endpoint)
         return Tracker(self, record)
 
     def publish(self, record: RequestRecord) -> None:
-        if self._recent and self._recent[-1].id == record.id:
-            self._recent[-1] = record
-        else:
-            for index, old in enumerate(self._recent):
-                if old.id == record.id:
-                    self._recent[index] = record
-                    break
-            else:
-                self._recent.append(record)
+        known = record.id in self._recent
+        self._recent[record.id] = record  # a known id keeps its place
+        if not known and len(self._recent) > self._max_recent:
+            self._recent.popitem(last=False)
         for listener in list(self._listeners):
             try:
                 listener(record)

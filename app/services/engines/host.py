@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from app.backends.factory import create_backend
-from app.backends.protocol import Backend, BackendState, ConcurrentChats, Embeddings, ModelInfo, TokenCounting
+from app.backends.protocol import (
+    Backend,
+    BackendState,
+    ConcurrentChats,
+    Embeddings,
+    ModelInfo,
+    TokenCounting,
+    implements,
+)
 from app.core.errors import InvalidInputError, UnavailableError
 from app.core.params import GenerationOptions, LoadParams, SamplingParams
 from app.services.engines.entries import EngineKind, engine_model, engine_of, entry_for
@@ -108,7 +116,7 @@ class EngineHost:
     def concurrent(self, kind: EngineKind) -> bool:
         """Whether that engine generates several replies at once (then chats may generate side by side)."""
         engine = self._engines.get(kind)
-        return engine is not None and isinstance(engine, ConcurrentChats)
+        return engine is not None and implements(engine, ConcurrentChats)
 
     def loaded(self, kind: EngineKind) -> LoadedModel | None:
         return self._loaded.get(kind)
@@ -289,7 +297,7 @@ class EngineHost:
     def _adopt(self, kind: EngineKind, engine: Backend) -> Backend:
         self._engines[kind] = engine
         engine.add_state_listener(lambda state: self._state_changed(kind, engine, state))
-        if not isinstance(engine, ConcurrentChats):
+        if not implements(engine, ConcurrentChats):
             self._turnstiles[kind] = Turnstile(lambda waiting: self.emit(QueueChanged(kind, waiting)))
         return engine
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from app.backends.protocol import Backend, Delta, ReplyHandle, TextCompletion
+from app.backends.protocol import Backend, Delta, TextCompletion, is_reply_handle
 from app.core.chat.conversation import ReplyStats
 from app.core.errors import InvalidInputError
 from app.core.params import GenerationOptions, SamplingParams
@@ -59,7 +59,7 @@ class ReplyStream:
         self._stopped = True
         if self._ticket is not None and not self._ticket.done():
             self._ticket.cancel()  # out of the line: the next __anext__ ends the reply
-        elif isinstance(self._inner, ReplyHandle):
+        elif is_reply_handle(self._inner):
             self._inner.stop()
         elif self._inner is not None:
             self.backend.stop()
@@ -110,10 +110,10 @@ class ReplyStream:
         self._closed = True
         inner, self._inner = self._inner, None
         try:
-            if isinstance(inner, ReplyHandle | AsyncGenerator):
+            if is_reply_handle(inner) or isinstance(inner, AsyncGenerator):
                 await inner.aclose()
             if inner is not None and self.stats is None:
-                self.stats = inner.stats if isinstance(inner, ReplyHandle) else self.backend.stats()
+                self.stats = inner.stats if is_reply_handle(inner) else self.backend.stats()
         finally:
             if self._turnstile is not None and self._ticket is not None:
                 self._turnstile.leave(self._ticket)
