@@ -47,6 +47,7 @@ class Abort(Exception):
 
 class FakeHttpServer(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins only non-daemon handler threads
+    request_queue_size = 128  # socketserver's 5 drops connections a burst of 32 clients makes (uvicorn's is 2048)
     block_on_close = True
     fake: Any
 
