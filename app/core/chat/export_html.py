@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from app.core.chat import code_highlight
 from app.core.chat.conversation import Attachment, Conversation, Message, Role
-from app.core.chat.export_text import chat_facts, settings_line, speaker
+from app.core.chat.export_text import chat_facts, message_notes, speaker
 from app.core.chat.markdown import render_markdown
 from app.core.chat.tool_calls_view import arguments_text, call_heading, sent_note
 from app.core.chat.tool_use import ToolUse
@@ -90,7 +90,7 @@ def _message(message: Message, index: int, image_data: ImageData | None) -> str:
     body = _markdown(message.content) if message.role is Role.ASSISTANT else _plain(message.content)
     out.append(f'<div class="body">{body}</div>')
     out.extend(_tool_call(call) for call in message.tool_calls)
-    meta = _meta(message)
+    meta = " · ".join(message_notes(message))
     if meta:
         out.append(f'<div class="meta">{html.escape(meta)}</div>')
     out.append("</section>")
@@ -103,19 +103,6 @@ def _tool_call(call: ToolUse) -> str:
     return (f'<details class="tool"><summary>{html.escape(call_heading(call))}</summary>'
             f"<p class=\"meta\">Arguments</p><pre>{html.escape(arguments_text(call))}</pre>"
             f'<p class="meta">{html.escape(sent_note(call))}</p>{result}</details>')  # fmt: skip
-
-
-def _meta(message: Message) -> str:
-    notes = []
-    if message.status.is_partial:
-        notes.append(f"reply {message.status}")
-    if message.error:
-        notes.append(f"error: {message.error}")
-    if message.role is Role.ASSISTANT and message.stats:
-        notes.append(message.stats.summary())
-    if message.role is Role.ASSISTANT and settings_line(message):
-        notes.append(settings_line(message))
-    return " · ".join(notes)
 
 
 def _image(attachment: Attachment, image_data: ImageData | None) -> str:

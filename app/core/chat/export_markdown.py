@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.core.chat.conversation import Attachment, Conversation, Message, Role
-from app.core.chat.export_text import chat_facts, settings_line, speaker
+from app.core.chat.conversation import Attachment, Conversation, Message
+from app.core.chat.export_text import chat_facts, message_notes, speaker
 from app.core.chat.tool_calls_view import arguments_text, call_heading, fenced, sent_note
 from app.core.chat.tool_use import ToolUse
 
@@ -40,16 +40,7 @@ def _message(message: Message, index: int, image_link: ImageLink | None) -> list
     lines += [message.content.rstrip() or ("*(called tools)*" if message.tool_calls else "*(empty)*"), ""]
     for call in message.tool_calls:
         lines += _tool_call(call)
-    notes = []
-    if message.status.is_partial:
-        notes.append(f"reply {message.status}")
-    if message.error:
-        notes.append(f"error: {message.error}")
-    if message.role is Role.ASSISTANT and message.stats:
-        notes.append(message.stats.summary())
-    if message.role is Role.ASSISTANT and settings_line(message):
-        notes.append(settings_line(message))
-    if notes:
+    if notes := message_notes(message):
         lines += [f"*{' · '.join(notes)}*", ""]
     return lines
 

@@ -23,6 +23,20 @@ def settings_line(message: Message) -> str:
     return " · ".join(parts)
 
 
+def message_notes(message: Message) -> list[str]:
+    """What an export says under a message: a partial reply's status, its error, a reply's figures and settings."""
+    notes = []
+    if message.status.is_partial:
+        notes.append(f"reply {message.status}")
+    if message.error:
+        notes.append(f"error: {message.error}")
+    if message.role is Role.ASSISTANT and message.stats:
+        notes.append(message.stats.summary())
+    if message.role is Role.ASSISTANT and (settings := settings_line(message)):
+        notes.append(settings)
+    return notes
+
+
 def last_settings(conversation: Conversation) -> str:
     """The settings of the latest reply that recorded any."""
     for message in reversed(conversation.messages):

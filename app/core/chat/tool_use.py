@@ -154,6 +154,10 @@ class CallPieces:
         elif isinstance(arguments, dict):  # Ollama gives the arguments as an object
             call[2] += json.dumps(arguments, ensure_ascii=False)
 
+    def __bool__(self) -> bool:
+        """Whether any call has begun."""
+        return bool(self._calls)
+
     def calls(self, new_id: Any) -> list[tuple[str, str, str]]:
         """(id, name, arguments) of each call in index order; ``new_id(index)`` names a call given no id."""
         return [(c[0] or new_id(i), c[1], c[2] or "{}") for i, c in sorted(self._calls.items())]

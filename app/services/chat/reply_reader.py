@@ -85,7 +85,7 @@ class ReplyReader:
     @property
     def engine_called(self) -> bool:
         """Whether the engine parsed calls itself (its stream does not say when a call is whole)."""
-        return bool(self._engine_calls.calls(str))
+        return bool(self._engine_calls)
 
     def finish(self) -> None:
         self._tell(self._split.finish())
