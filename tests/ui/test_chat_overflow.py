@@ -63,3 +63,30 @@ def test_the_status_bar_warns_before_the_context_is_full(qloop, make_window):
         assert status.context_label.styleSheet()  # the warning colour
 
     qloop.run_until_complete(scenario())
+
+
+def test_reload_right_after_a_change_uses_it_even_when_saving_is_slow(qloop, make_window, tiny_gguf, monkeypatch):
+    """The drawer's settings are saved off the Qt thread; Reload waits for that save instead of reading the old
+    settings (seen on a loaded machine: the model came back with its previous context size)."""
+    import time
+
+    async def scenario():
+        window = await make_window()
+        panel = window.chat_panel
+        panel.set_drawer_open(True)
+        await _load(panel, tiny_gguf)
+        store = panel.workspace.model_settings
+        update = store.update
+
+        def slow_update(entry, **changes):
+            time.sleep(0.5)  # a busy disk or machine
+            return update(entry, **changes)
+
+        monkeypatch.setattr(store, "update", slow_update)
+        first_load = panel.models.loading
+        panel.drawer.load.n_ctx.setValue(768)  # llama.cpp rounds a context up to 256s
+        panel.models.reload()
+        await until(lambda: panel.models.loading is not first_load and panel.models.loading.done())
+        assert _engine_ctx(panel) == 768
+
+    qloop.run_until_complete(scenario())

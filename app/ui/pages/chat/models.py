@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from PySide6.QtCore import QTimer
 
@@ -79,6 +79,7 @@ class ChatModels:
         self._save_timer.setInterval(SAVE_DELAY_MS)
         self._save_timer.timeout.connect(self._save_drawer)
         self._pending_entry: str | None = None
+        self._saving: asyncio.Task[Any] | None = None  # the drawer's last save, which a load waits for
 
     # --- which model ------------------------------------------------------------------------------------------
     def target_entry(self) -> str | None:
@@ -104,6 +105,8 @@ class ChatModels:
         if panel.busy("loading another model", any_chat=True):
             return False
         self.flush_settings()
+        if self._saving is not None and not self._saving.done():
+            await asyncio.wait([self._saving])  # a load reads the settings just saved (Reload after an edit)
         for key in ("model", "format", "switch"):
             panel.hide_notice(key)
         panel.model_bar.select(entry)
@@ -249,7 +252,7 @@ class ChatModels:
             return
         changes = {"sampling": self.panel.drawer.sampling.params(), "load": self.panel.drawer.load.params()}
         if loop_running():
-            spawn(self.workspace.remember(entry, **changes), "save model settings")
+            self._saving = spawn(self.workspace.remember(entry, **changes), "save model settings")
         else:  # the loop has stopped (the app is closing): a small file, written now
             self.workspace.model_settings.update(entry, **changes)
 
