@@ -1,4 +1,5 @@
-"""``llm-workstation modelfile parse|check|fmt FILE``: Ollama's parser, its errors, its exit codes."""
+"""``llm-workstation modelfile parse|check|fmt FILE``: Ollama's parser, its errors, its exit codes; ``bench
+modelfile``: the parser's speed and linearity on the largest Modelfile let through."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from app.core.modelfile.parser import Modelfile, ModelfileError, parse_modelfile
 from app.core.user_files import UserFileError
 
 VERBS = ("modelfile",)
+BENCH_KINDS = ("modelfile",)
 
 
 def add_parser(verbs: argparse._SubParsersAction) -> None:
@@ -24,6 +26,25 @@ def add_parser(verbs: argparse._SubParsersAction) -> None:
     check.add_argument("file")
     fmt = actions.add_parser("fmt", help="print the canonical text")
     fmt.add_argument("file")
+
+
+def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
+    bench = kinds.add_parser("modelfile", help="parse and format 1 MiB Modelfiles of each shape; linearity ratios")
+    bench.add_argument("--size", type=int, default=None, help="bytes per Modelfile (default: the 1 MiB limit)")
+    bench.add_argument("--runs", type=int, default=3, help="repetitions per measurement (the best is reported)")
+    bench.add_argument("--json", action="store_true")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from app.core.modelfile.parser import MAX_MODELFILE_BYTES
+    from app.devtools.modelfile_bench import bench_lines, bench_modelfile
+
+    size = MAX_MODELFILE_BYTES if args.size is None else args.size
+    if size < 1024 or args.runs < 1:
+        return fail("--size must be at least 1024 and --runs at least 1.", EXIT_BAD_INPUT)
+    report = bench_modelfile(size, args.runs)
+    print(json.dumps(report, indent=2) if args.json else "\n".join(bench_lines(report)))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import gguf
@@ -48,10 +47,8 @@ def llm(tiny_gguf):
     ],
     ids=["tiny", "no-template", "bad-arch", "truncated", "not-gguf"],
 )
-def test_files_are_small_and_fast_to_write(tmp_path, writer):
-    start = time.perf_counter()
+def test_files_are_small(tmp_path, writer):
     path = writer(tmp_path / "model.gguf")
-    assert time.perf_counter() - start < 1.0
     assert path == tmp_path / "model.gguf"
     assert 0 < path.stat().st_size < 5 * 1024 * 1024
 
@@ -93,12 +90,9 @@ def test_bad_files_look_as_intended(bad_arch_gguf, truncated_gguf, not_a_gguf, t
 # --- loading with the real llama.cpp ---------------------------------------------------------------------------
 
 
-def test_tiny_gguf_loads_quickly(tiny_gguf):
-    start = time.perf_counter()
+def test_tiny_gguf_loads(tiny_gguf):
     model = _load(tiny_gguf)
-    elapsed = time.perf_counter() - start
     try:
-        assert elapsed < 1.0
         assert model.n_ctx() == 512
         assert model.metadata["general.architecture"] == "llama"
         assert model.metadata["general.name"] == "tiny-test-model"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import psutil
 import pytest
@@ -61,24 +62,33 @@ def test_load_and_stream_counts_match_llama_cpp(tiny_gguf):
 
 
 def test_kv_usage_grows_while_the_reply_streams(long_context_gguf):
-    """The monitor reads kv_usage() while a reply is written: it must move token by token, not only at the end."""
-    params = SamplingParams(max_tokens=40, seed=1, temperature=0.0)
+    """The monitor reads kv_usage() while a reply is written: it must move token by token, not only at the end.
+
+    The reply may be 1,500 tokens long and is stopped once the figure has moved a few times: it is still being
+    written then, however fast or loaded the machine."""
+    params = SamplingParams(max_tokens=1500, seed=1, temperature=0.0)
 
     async def scenario():
         backend = LlamaCppBackend()
         try:
-            await backend.load(str(long_context_gguf), LoadParams(n_ctx=512))
-            seen = []
-            async for _delta in backend.stream_chat(USER_HI, params):
-                seen.append(backend.kv_usage().used_cells)
-            return seen, backend.kv_usage(), backend.stats()
+            await backend.load(str(long_context_gguf), LoadParams(n_ctx=2048))
+            seen, lives = [], []
+            async with contextlib.aclosing(backend.stream_chat(USER_HI, params)) as deltas:
+                async for _delta in deltas:
+                    seen.append(backend.kv_usage().used_cells)
+                    lives.append(backend.generated_tokens_live)  # the monitor's tok/s: live per delta too
+                    if len(set(seen)) >= 5:
+                        break
+            return seen, lives, backend.kv_usage(), backend.stats()
         finally:
             await backend.close()
 
-    seen, final, stats = run(scenario())
-    assert len(seen) >= 20 and seen == sorted(seen) and seen[-1] > seen[0]
+    seen, lives, final, stats = run(scenario())
+    assert len(set(seen)) >= 5 and seen == sorted(seen)  # it moved while the reply streamed
+    assert len(set(lives)) >= 5 and lives == sorted(lives)
+    assert stats.finish_reason == "stopped" and stats.completion_tokens < 1500
     assert seen[0] >= stats.prompt_tokens  # the prompt is in the cache before the first token arrives
-    assert final.total_cells == 512 and seen[-1] <= final.used_cells + 1
+    assert final.total_cells == 2048 and seen[-1] <= final.used_cells + 1
 
 
 def test_generated_tokens_are_live_per_reply_and_total_only_grows(long_context_gguf):
@@ -106,7 +116,6 @@ def test_generated_tokens_are_live_per_reply_and_total_only_grows(long_context_g
     assert first_end == first_stats.completion_tokens == 30 and second_end == second_stats.completion_tokens == 30
     lives = [live for live, _total in first + second]
     assert max(lives) == 30  # sampled tokens only: the prompt is never counted
-    assert min(lives) < 30  # updated while the reply streams, not only at its end (how far behind depends on load)
     assert lives[: len(first)] == sorted(lives[: len(first)]) and lives[len(first) :] == sorted(lives[len(first) :])
     totals = [t for _live, t in first + second]
     assert totals == sorted(totals) and total == 60

@@ -10,13 +10,14 @@ import httpx
 import pytest
 
 from app.backends.raw_http import KeptAlivePoster, usable_for
+from tests.support.waiting import until
 
 
 class Server:
     """Answers each POST with its JSON body echoed back; ``mode`` changes how."""
 
     def __init__(self, mode: str = "ok") -> None:
-        self.mode, self.connections, self.requests = mode, 0, []
+        self.mode, self.connections, self.closed, self.requests = mode, 0, 0, []
 
     async def __aenter__(self) -> str:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -47,6 +48,7 @@ class Server:
             pass
         finally:
             writer.close()
+            self.closed += 1
 
 
 def _headers(head: bytes) -> list[tuple[str, str]]:
@@ -77,7 +79,7 @@ def test_a_connection_the_server_closed_is_replaced_without_losing_the_request()
         async with server as url:
             poster = KeptAlivePoster(url, None)
             first = await poster.post("/x", b"{}")
-            await asyncio.sleep(0.05)  # the server has closed the kept connection by now
+            await until(lambda: server.closed == 1)  # the server has closed the kept connection
             second = await poster.post("/x", b'{"a": 1}')
             await poster.aclose()
         return server, first, second

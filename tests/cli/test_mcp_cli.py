@@ -54,7 +54,7 @@ def test_list_no_start_and_text(capsys):
     assert code == 0 and out.strip() == f"{BUILTIN_NAME} disabled"
     code, out, _ = cli(capsys, "list")
     assert code == 0
-    assert f"{BUILTIN_NAME} (built-in): disabled" in out and "test (stdio): ready, 6 tools" in out
+    assert f"{BUILTIN_NAME} (built-in): disabled" in out and "test (stdio): ready, 7 tools" in out
     assert "  add(a, b)  Add two integers." in out
 
 

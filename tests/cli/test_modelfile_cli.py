@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -111,13 +110,11 @@ def test_coding_preset_is_what_the_issue_asks():
 
 
 # --- hostile files: refused at once, never read without bound ------------------------------------------------------
-def cli_within(seconds: float, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+def cli_within(seconds: float, *args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in a subprocess that must finish in ``seconds`` (a hang fails the test instead of the suite)."""
-    started = time.monotonic()
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=seconds, check=False
     )
-    return result, time.monotonic() - started
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a POSIX thing")
@@ -125,7 +122,7 @@ def cli_within(seconds: float, *args: str) -> tuple[subprocess.CompletedProcess[
 def test_a_fifo_is_refused_at_once_with_exit_2(tmp_path, action):
     fifo = tmp_path / "Modelfile"
     os.mkfifo(fifo)
-    result, _ = cli_within(60, "modelfile", action, str(fifo))
+    result = cli_within(60, "modelfile", action, str(fifo))
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip() == (
         f"llm-workstation: the Modelfile {fifo} is not a regular file (a pipe or a device); "
@@ -137,21 +134,19 @@ def test_a_fifo_is_refused_at_once_with_exit_2(tmp_path, action):
 def test_fmt_of_a_link_to_dev_zero_is_refused_at_once(tmp_path):
     link = tmp_path / "Modelfile"
     link.symlink_to("/dev/zero")
-    result, _ = cli_within(60, "modelfile", "fmt", str(link))
+    result = cli_within(60, "modelfile", "fmt", str(link))
     assert result.returncode == 2 and "is not a regular file (a pipe or a device)" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_a_50_mb_single_line_modelfile_is_refused_in_under_a_second(tmp_path):
+def test_a_50_mb_single_line_modelfile_is_refused_by_its_size(tmp_path):
     from app.cli import modelfile as commands_modelfile
 
     path = tmp_path / "Modelfile"
     path.write_bytes(b"FROM x\nSYSTEM " + b"y" * 50_000_000)
     args = argparse.Namespace(file=str(path), modelfile_action="fmt")
-    started = time.monotonic()
     assert commands_modelfile.run(args) == 2
-    assert time.monotonic() - started < 1
-    result, _ = cli_within(60, "modelfile", "fmt", str(path))
+    result = cli_within(60, "modelfile", "fmt", str(path))
     assert result.returncode == 2 and result.stdout == ""
     assert f"the Modelfile {path} is larger than 1 MiB (47.7 MiB)" in result.stderr
 
@@ -163,6 +158,20 @@ def test_a_modelfile_at_the_size_limit_is_read_and_formatted(tmp_path):
     path = tmp_path / "Modelfile"
     path.write_bytes(head + b"a licence line\n" * ((MAX_MODELFILE_BYTES - len(head) - 4) // 15) + b'"""\n')
     assert path.stat().st_size <= MAX_MODELFILE_BYTES
-    result, _ = cli_within(60, "modelfile", "fmt", str(path))
+    result = cli_within(60, "modelfile", "fmt", str(path))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith('FROM x\nLICENSE "a licence line\na licence line\n')
+
+
+def test_bench_modelfile_reports_each_shape_with_its_linearity():
+    result = cli("bench", "modelfile", "--size", "32768", "--runs", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    shapes = {row["shape"] for row in report["rows"]}
+    assert {"blank-lines-in-a-quote", "many-parameters", "one-long-line"} <= shapes and report["scale"] == 16
+    assert all(row["bytes"] >= 30_000 and row["parse_s"] > 0 and row["parse_linearity"] > 0 for row in report["rows"])
+
+
+def test_bench_modelfile_refuses_a_tiny_size():
+    result = cli("bench", "modelfile", "--size", "10")
+    assert result.returncode == 2 and "--size" in result.stderr

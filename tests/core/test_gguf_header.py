@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from app.core.gguf.header import GgufFileError, read_gguf_header
@@ -49,12 +47,10 @@ def test_starter_model_header_is_read_without_touching_weights():
     from app.services.starter_model import ensure_starter_model
 
     path = ensure_starter_model(app_paths().models_dir)
-    started = time.perf_counter()
     header = read_gguf_header(path)
-    elapsed = time.perf_counter() - started
     assert header.architecture == "gemma3" and header.chat_template is None
     assert header.context_length == 32768 and header.data_end == header.file_size == 253_113_024
-    assert elapsed < 1.0  # a 262k-token vocabulary is skipped, not decoded
+    assert header.bytes_read <= header.data_start + 64 * 1024  # the header and at most one read-ahead chunk
 
 
 # --- Hardening: bad input fails fast with GgufFileError -------------------------------------------------------------
@@ -96,10 +92,8 @@ def _write(tmp_path, data: bytes, name: str = "bad.gguf"):
 )
 def test_hostile_headers_fail_fast(tmp_path, data, reason):
     path = _write(tmp_path, data + b"\0" * 64)
-    started = time.perf_counter()
     with pytest.raises(GgufFileError, match=reason):
         read_gguf_header(path)
-    assert time.perf_counter() - started < 0.5
 
 
 def test_unknown_tensor_type(tmp_path):
@@ -143,12 +137,9 @@ def test_header_only_on_a_huge_sparse_file(tiny_gguf, tmp_path):
     huge.write_bytes(tiny_gguf.read_bytes()[: full.data_start])
     with huge.open("r+b") as f:
         f.truncate(8 << 30)  # 8 GiB of sparse tensor data: costs no disk
-    started = time.perf_counter()
     header = read_gguf_header(huge)
-    elapsed = time.perf_counter() - started
     assert header.file_size == 8 << 30 and header.tensors == full.tensors
     assert header.bytes_read <= full.data_start + 64 * 1024  # the header and at most one read-ahead chunk
-    assert elapsed < 0.5
 
 
 def test_skipped_vocabulary_items_can_be_read_back(tiny_gguf):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import re
 import statistics
-import time
 
 import pytest
 from markdown_it import MarkdownIt
@@ -73,9 +72,9 @@ def stream(text: str, seed: int, max_chunk: int = 9) -> tuple[str, list[StreamUp
 
 
 def test_raw_html_is_escaped() -> None:
-    out = render_markdown("hi <script>alert(1)</script> <b>bold</b>\n\n<div onclick='x'>block</div>")
-    assert "<script>" not in out and "<b>" not in out and "<div" not in out
-    assert "&lt;script&gt;" in out and "&lt;div onclick=" in out
+    out = render_markdown("hi <script>alert(1)</script> <b class='x'>bold</b>\n\n<div onclick='x'>block</div>")
+    assert "<script>" not in out and "<b" not in out and "<div" not in out  # the safe inline tags: test_inline_html
+    assert "&lt;script&gt;" in out and "&lt;div onclick=" in out and "&lt;b class=" in out
 
 
 def test_only_web_links_become_links() -> None:
@@ -238,10 +237,7 @@ def table(rows: int, columns: int, first: int = 0) -> str:
 def test_huge_table_is_bounded_text_with_a_copy_link() -> None:
     text = table(5000, 50)
     blocks: list[str] = ["earlier"]
-    start = time.perf_counter()
-    out = render_markdown(text, blocks)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2.0, f"rendering a 5000×50 table took {elapsed:.2f} s"  # ~0.1 s; cell by cell: ~5 s
+    out = render_markdown(text, blocks)  # its cost is `llm-workstation bench render`; here, what it renders
     assert "<table" not in out and "<td" not in out
     assert "Table of 5,000 rows × 50 columns, shown as text" in out
     assert '<a href="copy-code:1">Copy table</a>' in out

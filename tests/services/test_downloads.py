@@ -367,12 +367,11 @@ def test_the_view_never_waits_for_a_queue_file_write_and_the_newest_state_wins(t
     adder = threading.Thread(target=manager.add, args=(job,))
     adder.start()
     assert writing.wait(5)
-    started = time.monotonic()
     assert [v.state for v in manager.views()] == [QUEUED]  # while the file is being written
     pauser = threading.Thread(target=manager.pause, args=(job.id,))
     pauser.start()
     wait_for(lambda: manager.views()[0].state == PAUSED)  # the change does not wait for the write either
-    assert time.monotonic() - started < 1.0 and adder.is_alive()
+    assert adder.is_alive()  # the first write is still held by the test
     release.set()
     adder.join(5)
     pauser.join(5)

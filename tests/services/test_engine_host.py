@@ -30,6 +30,7 @@ from app.services.engines.host import EngineHost
 from app.services.monitor.engine_processes import host_targets
 from app.services.vllm.server import VllmServerError
 from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.waiting import until
 
 USER = [{"role": "user", "content": "hello there"}]
 GREEDY = SamplingParams(max_tokens=24, temperature=0.0)
@@ -133,9 +134,8 @@ def test_loading_another_model_waits_for_the_reply_in_flight_and_says_so(long_co
             reply = host.stream_chat(EngineKind.LLAMACPP, USER, SamplingParams(max_tokens=64, temperature=0.0))
             first = await reply.__anext__()  # generating now
             load = asyncio.ensure_future(host.load(str(tiny_gguf), LoadParams(n_ctx=512)))
-            await asyncio.sleep(0.2)
-            assert not load.done()
-            assert any(isinstance(e, LoadWaiting) and e.replies_ahead == 1 for e in events)
+            await until(lambda: any(isinstance(e, LoadWaiting) and e.replies_ahead == 1 for e in events))
+            assert not load.done()  # the reply holds the turn until it is read to its end
             rest = await _collect(reply)
             info = await load
             assert first.text + rest and info.name == "tiny-test-model"
@@ -156,10 +156,7 @@ def test_a_killed_worker_is_reported_as_unloaded(tiny_gguf):
         try:
             await host.load(str(tiny_gguf), LoadParams(n_ctx=512))
             backend.kill_worker()
-            for _ in range(200):
-                if any(isinstance(e, ModelUnloaded) for e in events):
-                    break
-                await asyncio.sleep(0.02)
+            await until(lambda: any(isinstance(e, ModelUnloaded) for e in events))
             assert any(isinstance(e, ModelUnloaded) and e.entry == str(tiny_gguf) for e in events)
             assert host.loaded(EngineKind.LLAMACPP) is None
             states = [e.state.kind for e in events if isinstance(e, EngineStateChanged)]
@@ -309,12 +306,13 @@ def test_token_counts_and_embeddings_take_their_turn_behind_a_reply(long_context
     async def scenario():
         host = EngineHost(LlamaCppBackend())
         try:
-            await host.load(str(long_context_gguf), LoadParams(n_ctx=1024))
+            await host.load(str(long_context_gguf), LoadParams(n_ctx=4096))
             alone = await host.count_tokens(EngineKind.LLAMACPP, USER)
-            reply = host.stream_chat(EngineKind.LLAMACPP, USER, SamplingParams(max_tokens=400, temperature=0.0))
+            # 3,000 tokens and a stop sent as soon as the count is in line: still generating, whatever the speed
+            reply = host.stream_chat(EngineKind.LLAMACPP, USER, SamplingParams(max_tokens=3000, temperature=0.0))
             await reply.__anext__()  # generating now
             count = asyncio.ensure_future(host.count_tokens(EngineKind.LLAMACPP, USER))
-            await asyncio.sleep(0.2)
+            await until(lambda: host.waiting(EngineKind.LLAMACPP) == 1)
             waited = (not count.done(), host.waiting(EngineKind.LLAMACPP))
             reply.stop()
             await _collect(reply)

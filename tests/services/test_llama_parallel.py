@@ -14,6 +14,7 @@ from app.core.bench.workload import BenchWorkload
 from app.services.bench.run import BenchTarget, run_bench
 from app.services.monitor.nvml import NvmlReader
 from tests.support.fake_pynvml import FakePynvml
+from tests.support.waiting import until
 
 WORKLOAD = BenchWorkload(concurrencies=(1, 4), requests=6, max_tokens=6, warmup=1, prompt_words=(6, 20),
                          prompt_weights=(1.0, 1.0))  # fmt: skip
@@ -90,11 +91,7 @@ def test_cancel_kills_the_child(long_context_gguf):
                             if "llamacpp.parallel_worker" in " ".join(p.cmdline()))  # fmt: skip
 
         task = asyncio.create_task(run_bench(target, workload, progress=progress, nvml=_no_gpu(), describe=False))
-        for _ in range(300):
-            await asyncio.sleep(0.05)
-            if seen:
-                break
-        await asyncio.sleep(0.3)
+        await until(lambda: seen, timeout=60)  # measuring, in its child process
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

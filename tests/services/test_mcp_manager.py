@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import time
 
 import pytest
 
@@ -18,7 +17,7 @@ from app.services.mcp.config_file import McpConfigFile
 from app.services.mcp.connection import McpCallError, ServerState
 from app.services.mcp.manager import McpManager
 from tests.support.mcp_servers import http_server, stdio_server
-from tests.support.mcp_test_server import FAILED_LINE, STARTED_LINE
+from tests.support.mcp_test_server import FAILED_LINE, SLOW_STARTED_LINE, STARTED_LINE
 from tests.support.waiting import until
 
 
@@ -42,7 +41,7 @@ def test_a_stdio_server_is_started_its_tools_listed_and_called(caplog):
         status = manager.status("test")
         assert status.state is ServerState.READY and status.error is None
         tools = {tool.name: tool for tool in status.tools}
-        assert set(tools) == {"add", "env_value", "big", "slow", "exit_later", "crash"}
+        assert set(tools) == {"add", "env_value", "big", "slow", "meet", "exit_later", "crash"}
         schema = tools["add"].input_schema
         assert schema["type"] == "object" and set(schema["required"]) == {"a", "b"}
         assert schema["properties"]["a"]["type"] == "integer" and tools["add"].description == "Add two integers."
@@ -58,7 +57,7 @@ def test_a_stdio_server_is_started_its_tools_listed_and_called(caplog):
 
     run(with_manager([stdio_server()], work))
     assert f"MCP server test: {STARTED_LINE}" in caplog.text  # its stderr is in the app's log
-    assert "MCP server test is ready with 6 tools" in caplog.text
+    assert "MCP server test is ready with 7 tools" in caplog.text
 
 
 def test_the_server_gets_the_safe_environment_and_its_own_env_only_and_env_values_stay_out_of_the_log(
@@ -84,10 +83,8 @@ def test_the_server_gets_the_safe_environment_and_its_own_env_only_and_env_value
 
 def test_a_server_that_crashes_mid_call_is_reported_and_the_manager_lives_on():
     async def work(manager):
-        started = time.monotonic()
         with pytest.raises(McpCallError) as caught:
-            await manager.call_tool("doomed", "crash")
-        assert time.monotonic() - started < 10  # reported, not a hang
+            await asyncio.wait_for(manager.call_tool("doomed", "crash"), 60)  # reported, not a hang
         assert "stopped during the call to crash" in str(caught.value)
         assert "test server: crashing now" in str(caught.value)  # its last stderr line says why
         status = manager.status("doomed")
@@ -157,17 +154,15 @@ def test_a_server_that_fails_to_start_says_why():
 
 
 def test_a_server_that_never_answers_fails_after_the_start_timeout():
-    silent = ServerConfig("silent", command="sleep", args=("60",))
+    silent = ServerConfig("silent", command="sleep", args=("600",))
 
     async def work():
         manager = McpManager(config=McpConfig([silent]))
-        started = time.monotonic()
         try:
             status = await manager.start("silent", timeout=1.5)
         finally:
-            await manager.close()
+            await asyncio.wait_for(manager.close(), 120)  # closed, not waited for to the end of its ten minutes
         assert status.state is ServerState.FAILED and "did not answer within 1.5 s" in status.error
-        assert time.monotonic() - started < 15
 
     run(work())
 
@@ -185,17 +180,14 @@ def test_a_10_mb_result_arrives_whole_and_is_cut_to_64_kib_for_the_model():
 
 def test_a_call_times_out_and_a_cancelled_call_ends_at_once():
     async def work(manager):
-        started = time.monotonic()
         with pytest.raises(McpCallError, match=r"did not answer the call to slow within 0\.5 s"):
-            await manager.call_tool("test", "slow", {"seconds": 30}, timeout=0.5)
-        assert time.monotonic() - started < 5
-        call = asyncio.create_task(manager.call_tool("test", "slow", {"seconds": 30}))
-        await asyncio.sleep(0.5)
+            await manager.call_tool("test", "slow", {"seconds": 600}, timeout=0.5)  # else: "done" in 10 minutes
+        started = manager.stderr_tail("test").count(SLOW_STARTED_LINE)
+        call = asyncio.create_task(manager.call_tool("test", "slow", {"seconds": 600}))
+        await until(lambda: manager.stderr_tail("test").count(SLOW_STARTED_LINE) > started)  # in flight
         call.cancel()
-        started = time.monotonic()
-        with pytest.raises(asyncio.CancelledError):
-            await call
-        assert time.monotonic() - started < 2
+        done, _ = await asyncio.wait({call}, timeout=60)  # at once, not when the ten-minute call ends
+        assert call in done and call.cancelled()
         assert manager.status("test").state is ServerState.READY  # the server goes on
         assert (await manager.call_tool("test", "add", {"a": 3, "b": 4})).text == "7"
 
@@ -209,7 +201,7 @@ def test_a_streamable_http_server():
         async def work(manager):
             status = manager.status("web")
             assert status.state is ServerState.READY and status.transport == "http"
-            assert {t.name for t in status.tools} == {"add", "env_value", "big", "slow", "exit_later", "crash"}
+            assert {t.name for t in status.tools} == {"add", "env_value", "big", "slow", "meet", "exit_later", "crash"}
             assert (await manager.call_tool("web", "add", {"a": 20, "b": 22})).text == "42"
             big = await manager.call_tool("web", "big", {"size": 10_000_000})
             assert big.total_bytes == 10_000_000

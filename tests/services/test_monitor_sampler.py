@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -124,12 +125,13 @@ def test_thread_delivers_snapshots_and_stops_cleanly() -> None:
 
     sampler = MonitorSampler(nvml=NvmlReader(FakePynvml([FakeGpu()])), interval_s=0.02)
     sampler.start(on_snapshot)
-    assert done.wait(5)
+    assert done.wait(30)
+    thread = sampler._thread
     sampler.close()
-    assert not sampler.running
+    assert not sampler.running and thread is not None and not thread.is_alive()  # no snapshot can come after close
     count = len(got)
-    time.sleep(0.1)
-    assert len(got) == count  # nothing after close
+    sampler.close()  # a second close is harmless
+    assert len(got) == count
     assert [s.taken_at_s for s in got] == sorted(s.taken_at_s for s in got)
 
 
@@ -195,13 +197,17 @@ def test_real_llamacpp_tokens_per_second_while_a_reply_streams(long_context_gguf
         samples.append((snapshot.taken_at_s, engine.kv.generation_tokens_per_s, engine.kv.used_cells))
 
     async def turn() -> None:
-        await backend.load(str(long_context_gguf), LoadParams(n_ctx=512))
+        await backend.load(str(long_context_gguf), LoadParams(n_ctx=2048))
         take()  # idle, before the prompt
-        params = SamplingParams(max_tokens=120, temperature=0.0, seed=1)
+        # 1,500 tokens, stopped after the 100th: the reply is still being written at each sample, whatever the speed
+        params = SamplingParams(max_tokens=1500, temperature=0.0, seed=1)
         prompt = [{"role": "user", "content": "hello there " * 120}]
-        async for index, _delta in _enumerate(backend.stream_chat(prompt, params)):
-            if index in (0, 40, 100):
-                take()
+        async with contextlib.aclosing(backend.stream_chat(prompt, params)) as deltas:
+            async for index, _delta in _enumerate(deltas):
+                if index in (0, 40, 100):
+                    take()
+                if index == 100:
+                    break
         take()
         await asyncio.sleep(0.05)
         take()  # idle again

@@ -106,7 +106,7 @@ def test_fake_start_phases_health_and_stop(fake):
     assert [event.phase for event in phases] == STARTUP_ORDER
     assert [event.phase for event in server.phases] == STARTUP_ORDER
     assert server.facts.kv_cache_tokens == 1_048_576
-    assert server.elapsed is not None and 0 < server.elapsed < 30
+    assert server.elapsed is not None and server.elapsed > 0
     assert any("Application startup complete" in line for line in lines) and server.log_tail == lines
     assert len(procs) >= 3  # API server, engine core, worker
     assert alive(procs) == []
@@ -155,7 +155,7 @@ def test_fake_that_ignores_sigterm_is_killed(fake):
 
     procs, took_s = run(scenario())
     assert alive(procs) == []
-    assert 1.0 <= took_s < 15
+    assert took_s >= 1.0  # it waited its timeout for the process to leave, then killed it
 
 
 def test_fake_that_never_listens_times_out_and_is_stopped(fake):

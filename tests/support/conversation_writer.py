@@ -1,7 +1,7 @@
 """Helper for the kill test: saves a user message, then streams a reply into the store until killed.
 
 Usage: python conversation_writer.py DB_PATH. Prints "ready" once the user message is committed and "streaming"
-after the first partial save of the reply; exits by itself after a few seconds if nobody kills it.
+after the third partial save of the reply; exits by itself after ten minutes if nobody kills it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from app.core.chat.conversation import Message, MessageStatus, Role
 from app.services.chat.history import ConversationStore
 
-LIFETIME_S = 8.0
+LIFETIME_S = 600.0
 
 
 def main(path: Path) -> None:
@@ -29,7 +29,7 @@ def main(path: Path) -> None:
         count += 1
         reply.content += f"word{count} "
         store.update_message(reply)
-        if count == 1:
+        if count == 3:
             print("streaming", flush=True)
         time.sleep(0.005)
     store.close()

@@ -2,7 +2,8 @@
 
 ``python -m tests.support.mcp_test_server`` speaks MCP on stdio; ``--http PORT`` serves Streamable HTTP on
 127.0.0.1:PORT at ``/mcp`` with uvicorn. Tools: ``add``, ``env_value`` (what the server's environment holds),
-``big`` (a result of N bytes), ``slow`` (sleeps), ``exit_later`` (exits while idle), ``crash`` (the process
+``big`` (a result of N bytes), ``slow`` (sleeps), ``meet`` (answers once N calls of it are in flight together:
+proof that calls overlap, whatever the machine's speed), ``exit_later`` (exits while idle), ``crash`` (the process
 exits in the middle of the call); with ``--chat-tools`` also tools whose arguments are bounded, for the chat's tool
 loop: ``pick`` (one of three colours), ``ten_mb`` (10 MB), ``hang`` (ten minutes). It writes a line to stderr when
 it starts; ``--fail-at-start`` makes it exit with a message instead."""
@@ -18,6 +19,8 @@ from typing import Literal
 
 STARTED_LINE = "test server: up and listening"
 FAILED_LINE = "test server: cannot open its database (config missing)"
+SLOW_STARTED_LINE = "test server: a slow call started"
+HANG_STARTED_LINE = "test server: a hanging call started"
 
 
 CHAT_TOOLS_FLAG = "--chat-tools"
@@ -45,9 +48,27 @@ def build_server(chat_tools: bool = False):
 
     @server.tool()
     async def slow(seconds: float) -> str:
-        """Answer after ``seconds``."""
+        """Answer after ``seconds`` (its start is a line on stderr: the call is in flight)."""
+        print(SLOW_STARTED_LINE, file=sys.stderr, flush=True)
         await asyncio.sleep(seconds)
         return "done"
+
+    arrived: list[asyncio.Event] = []
+
+    @server.tool()
+    async def meet(party: int, seconds: float) -> str:
+        """ "met" once ``party`` calls of meet are in flight at the same time; "alone" if ``seconds`` pass first."""
+        everyone = asyncio.Event()
+        arrived.append(everyone)
+        if len(arrived) >= party:
+            for event in arrived:
+                event.set()
+            arrived.clear()
+        try:
+            await asyncio.wait_for(everyone.wait(), seconds)
+        except TimeoutError:
+            return "alone"
+        return "met"
 
     @server.tool()
     def exit_later(seconds: float) -> str:
@@ -85,7 +106,8 @@ def _add_chat_tools(server) -> None:
 
     @server.tool()
     async def hang() -> str:
-        """Answer after ten minutes (a call to cancel)."""
+        """Answer after ten minutes (a call to cancel; its start is a line on stderr: the call is in flight)."""
+        print(HANG_STARTED_LINE, file=sys.stderr, flush=True)
         await asyncio.sleep(600)
         return "too late"
 

@@ -10,14 +10,30 @@ tests/support/qt_messages.py) and on an asyncio task still running after its tea
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from tests.support.leaked_tasks import GRACE_S, drain, settle
 from tests.support.qt_messages import QtMessageRecorder
 
 _HERE = Path(__file__).resolve().parent
+PATIENT_MS = 30_000  # qtbot's waits fail after this by default (pytest-qt's own 5 s is short on a loaded machine)
+
+
+def _patient(wait):
+    @functools.wraps(wait)
+    def waiting(self, *args, **kwargs):
+        kwargs.setdefault("timeout", PATIENT_MS)
+        return wait(self, *args, **kwargs)
+
+    return waiting
+
+
+for _name in ("waitUntil", "waitSignal", "waitSignals", "waitCallback", "waitExposed", "waitActive"):
+    setattr(QtBot, _name, _patient(getattr(QtBot, _name)))
 
 
 def pytest_collection_modifyitems(config, items):

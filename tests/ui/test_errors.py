@@ -165,7 +165,7 @@ def test_keyboard_interrupt_goes_to_the_default_hook(qtbot, reporter, monkeypatc
     seen: list[type[BaseException]] = []
     monkeypatch.setattr(sys, "__excepthook__", lambda t, v, tb: seen.append(t))
     _raise_to_hook(KeyboardInterrupt())
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: bool(seen))
     assert seen == [KeyboardInterrupt]
     assert reporter.dialog() is None
 

@@ -4,8 +4,6 @@ both palettes, takes an answer that turned out to be thinking, and costs one lin
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from PySide6.QtGui import QColor, QPalette
 
@@ -86,7 +84,6 @@ def test_thinking_streams_open_then_closes_when_the_answer_starts(view: Transcri
     view.append_thinking(" I should greet back.\n" * 5)
     view.flush()
     assert item.height() > grown  # the block grows while it streams
-    time.sleep(0.05)
     view.append_reply("Hello!")
     view.flush()
     assert not item.thinking.open and not item.thinking.text.isVisibleTo(item)
@@ -138,10 +135,7 @@ def test_a_long_chat_with_thinking_costs_what_is_on_screen(view: TranscriptView)
         chat.append(Message(Role.USER, f"Question {i}"))
         chat.append(Message(Role.ASSISTANT, f"Answer {i}.", reasoning="Let me think. " * 200,
                             stats=ReplyStats(thinking_ms=1200, thinking_tokens=600)))  # fmt: skip
-    started = time.perf_counter()
-    view.show_messages(chat)
-    elapsed = time.perf_counter() - started
+    view.show_messages(chat)  # its speed is `llm-workstation bench history`; here, what it builds
     live = [reply_item(view, row) for row in view.live_rows() if row % 2]
     assert live and all(item.thinking.text.toPlainText() == "" for item in live)  # closed: no text set
-    assert elapsed < 1.0
     assert all(item.thinking.height() == TOGGLE_H + 4 for item in live)

@@ -17,7 +17,7 @@ def test_stall_is_logged_with_stack(qtbot, caplog):
         qtbot.wait(100)
         with caplog.at_level(logging.WARNING, logger="app.ui.watchdog"):
             blocking_slot()
-            qtbot.wait(100)
+            qtbot.waitUntil(lambda: watchdog.stalls >= 1)
         assert watchdog.stalls == 1
         message = caplog.records[-1].getMessage()
         assert "blocked for more than" in message and "blocking_slot" in message
