@@ -1,6 +1,10 @@
 import os
 import sys
 
+from app.ui.lifecycle import QUIT
+
+QUIT.catch()  # first: a SIGTERM from now on closes the window cleanly, or is given back to a verb or the worker
+
 
 def _entry() -> int:
     from app.backends.llamacpp.process import FROZEN_WORKER_FLAG, restore_library_path
@@ -11,6 +15,7 @@ def _entry() -> int:
     if sys.argv[1:2] == [FROZEN_WORKER_FLAG]:  # a frozen bundle starting its llama.cpp worker
         from app.backends.llamacpp.worker import main as worker_main
 
+        QUIT.release()
         del sys.argv[1]
         worker_main()
         return 0
@@ -30,6 +35,7 @@ def _run_as_python(argv: list[str]) -> int:
     if flag == "-m" and target in ("app", "app.__main__"):  # this very script: the bundle's own entry
         sys.argv = [sys.argv[0], *rest]
         return _entry()
+    QUIT.release()
     if flag == "-m":
         sys.argv = [target, *rest]
         runpy.run_module(target, run_name="__main__", alter_sys=True)

@@ -6,8 +6,9 @@
 ``deb``: /opt/llm-workstation (the bundle), /usr/bin/llm-workstation (a relative symlink), the .desktop entry,
 hicolor icons and AppStream metainfo under /usr/share, built with ``dpkg-deb --build --root-owner-group``.
 Desktop and icon caches are refreshed by dpkg triggers (desktop-file-utils, hicolor-icon-theme): no scripts.
-``tarball``: an AppImage-style folder (AppRun, the .desktop, the icon, the bundle) as .tar.gz; unpack anywhere
-and run ./AppRun.
+``tarball``: an AppImage-style folder (AppRun, the .desktop, the icon, LICENSE, the bundle) as .tar.gz; unpack
+anywhere and run ./AppRun. The MIT licence travels with each: /usr/share/doc/llm-workstation/copyright in the .deb,
+LICENSE at the tarball's top, and _internal/LICENSE in the bundle itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESOURCES = ROOT / "app" / "resources"
+LICENSE = ROOT / "LICENSE"
+HOMEPAGE = "https://github.com/llmworkstation/llm-workstation"
 NAME = "llm-workstation"
 DESKTOP_ID = "io.github.llmworkstation.LLMWorkstation"
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
@@ -95,7 +98,16 @@ def control_text(bundle: Path, installed_kib: int, version: str, arch: str) -> s
     return (
         f"Package: {NAME}\nVersion: {version}\nSection: science\nPriority: optional\nArchitecture: {arch}\n"
         f"Maintainer: {MAINTAINER}\nInstalled-Size: {installed_kib}\nDepends: {depends}\n"
-        f"Homepage: https://github.com/llmworkstation/llm-workstation\nDescription: {SUMMARY}\n{DESCRIPTION}\n"
+        f"Homepage: {HOMEPAGE}\nDescription: {SUMMARY}\n{DESCRIPTION}\n"
+    )
+
+
+def copyright_text() -> str:
+    """/usr/share/doc/<package>/copyright: where the app comes from, and the MIT licence's full text."""
+    return (
+        f"{NAME}\nSource: {HOMEPAGE}\n\n"
+        f"The bundle in /opt/{NAME} also carries third-party components (Python, Qt for Python, llama.cpp,\n"
+        "NumPy and others); each keeps its own licence.\n\n" + LICENSE.read_text(encoding="utf-8")
     )
 
 
@@ -129,7 +141,7 @@ def build_deb(bundle: Path, out_dir: Path, version: str | None = None, *, fast: 
         _copy_desktop_files(root / "usr" / "share")
         doc = root / "usr" / "share" / "doc" / NAME
         doc.mkdir(parents=True)
-        (doc / "copyright").write_text(f"{NAME}: MIT License. Bundled components keep their own licenses.\n")
+        (doc / "copyright").write_text(copyright_text(), encoding="utf-8")
         installed_kib = sum(p.lstat().st_size for p in root.rglob("*")) // 1024 + 1
         (root / "DEBIAN").mkdir()
         (root / "DEBIAN" / "control").write_text(control_text(bundle, installed_kib, version, arch))
@@ -149,7 +161,7 @@ exec "$HERE/{name}/{name}" "$@"
 
 
 def build_tarball(bundle: Path, out_dir: Path, version: str | None = None) -> Path:
-    """An AppImage-style folder (AppRun + .desktop + icon + bundle) packed as .tar.gz; returns its path."""
+    """An AppImage-style folder (AppRun + .desktop + icon + LICENSE + bundle) packed as .tar.gz; returns its path."""
     version = version or app_version()
     machine = subprocess.run(["uname", "-m"], capture_output=True, text=True, check=True).stdout.strip()
     top = f"{NAME}-{version}-{machine}"
@@ -163,6 +175,7 @@ def build_tarball(bundle: Path, out_dir: Path, version: str | None = None) -> Pa
         app_run.chmod(0o755)
         shutil.copy(RESOURCES / "desktop" / f"{DESKTOP_ID}.desktop", folder)
         shutil.copy(RESOURCES / "icons" / f"{NAME}-256.png", folder / f"{DESKTOP_ID}.png")
+        shutil.copy(LICENSE, folder / "LICENSE")
         (folder / ".DirIcon").symlink_to(f"{DESKTOP_ID}.png")
         with tarfile.open(target, "w:gz", compresslevel=6) as archive:
             archive.add(folder, arcname=top)

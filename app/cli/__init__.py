@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
+from app.ui.lifecycle import QUIT
 
 
 def build_parser(with_verbs: bool = True) -> argparse.ArgumentParser:
@@ -104,7 +105,10 @@ def _add_starter(verbs: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    QUIT.catch()  # the console script's first line (python -m app caught them earlier): held for the window
     args = _parse(sys.argv[1:] if argv is None else list(argv))
+    if args.verb is not None:
+        QUIT.release()  # a verb handles signals as any command does
     from app.services.paths import secure_app_files
 
     secure_app_files()  # what earlier versions left readable by others becomes owner-only (window and CLI)

@@ -106,9 +106,11 @@ def build(db: Path, chats: int, messages: int, seed: int = 11) -> float:
 
 
 def as_schema_2(db: Path) -> None:
-    """Take the search index (schema 3) out again, and the tool columns (schema 4), as a history written by the
-    version before the search."""
+    """Take the search index (schema 3) out again, and what later schemas added (tool columns, 4; versions, 5;
+    delete with undo, 6), as a history written by the version before the search."""
     with closing(sqlite3.connect(db, isolation_level=None)) as raw:
+        raw.execute("ALTER TABLE conversations DROP COLUMN deleted_at")
+        raw.execute("ALTER TABLE messages DROP COLUMN versions_json")
         raw.execute("ALTER TABLE messages DROP COLUMN tool_calls_json")
         raw.execute("ALTER TABLE conversations DROP COLUMN tools_json")
         for trigger in ("messages_fts_insert", "messages_fts_delete", "messages_fts_update"):

@@ -30,6 +30,8 @@ ArchitecturesInstallIn64BitMode=x64compatible
 OutputDir=..\..\dist
 OutputBaseFilename=llm-workstation-{#AppVersion}-setup
 SetupIconFile=llm-workstation.ico
+; The MIT licence: shown on the licence page (the bundle carries it as _internal\LICENSE too)
+LicenseFile=..\..\LICENSE
 UninstallDisplayIcon={app}\{#AppExeName}
 Compression=lzma2/max
 SolidCompression=yes

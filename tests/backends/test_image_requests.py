@@ -27,7 +27,7 @@ PARTS = [
 
 
 def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 20))
+    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 async def _drain(stream) -> str:

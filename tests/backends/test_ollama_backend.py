@@ -19,7 +19,7 @@ REPLY = ["You", " said:", " hello", " there", " my", " good", " friend"]
 
 
 def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 10))
+    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 @pytest.fixture

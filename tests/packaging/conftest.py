@@ -16,6 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGING = ROOT / "packaging"
 # A bundle built earlier (a developer's dist/llm-workstation) can be reused: LLMW_TEST_BUNDLE=dist/llm-workstation.
 REUSE_ENV = "LLMW_TEST_BUNDLE"
+LICENSE = ROOT / "LICENSE"
+
+
+def assert_is_the_licence(text: str) -> None:
+    """``text`` is the repository's LICENSE: the MIT licence with the project's copyright line (every copy of the
+    app must carry that notice)."""
+    assert text == LICENSE.read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n") and "Copyright (c) 2026 The LLM Workstation developers" in text
+    assert "Permission is hereby granted, free of charge, to any person obtaining a copy" in text
 
 
 def load_script(name: str) -> ModuleType:

@@ -1,5 +1,6 @@
 """The PyInstaller bundle (slow; CI runs it): it builds, starts (--smoke), chats through its own llama.cpp worker,
-carries every CLI verb and the Qt plugins and llama.cpp libraries it needs, and leaves vLLM and torch out."""
+carries every CLI verb, the LICENSE and the Qt plugins and llama.cpp libraries it needs, and leaves vLLM and torch
+out."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.services.desktop_install import DESKTOP_ID
+from tests.packaging.conftest import assert_is_the_licence
 from tests.packaging.presets_probe import PROBE, probe_result, source_preset_names
 
 pytestmark = [
@@ -96,6 +98,11 @@ def test_bundle_carries_llama_libraries_qt_plugins_and_resources(bundle_dir):
     assert (internal / "app" / "resources" / "icons" / "llm-workstation-256.png").is_file()
     presets = internal / "app" / "resources" / "modelfiles"
     assert sorted((p.name for p in presets.glob("*.Modelfile")), key=str.lower) == source_preset_names()
+
+
+def test_bundle_carries_the_licence(bundle_dir):
+    """The MIT notice travels with every copy: the spec puts LICENSE in the bundle (on Windows, macOS too)."""
+    assert_is_the_licence((bundle_dir / "_internal" / "LICENSE").read_text(encoding="utf-8"))
 
 
 def test_bundle_modelfile_page_lists_the_shipped_presets(bundle_dir, bundle_env):

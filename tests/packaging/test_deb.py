@@ -1,5 +1,6 @@
 """The .deb (slow; CI runs it): built from the session's bundle, installed into a throwaway root with
-`dpkg --root`, its launcher on PATH runs the smoke check; the AppImage-style tarball too."""
+`dpkg --root`, its launcher on PATH runs the smoke check, its copyright file holds the LICENSE; the AppImage-style
+tarball too."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.services.desktop_install import DESKTOP_ID, ICON_SIZES
-from tests.packaging.conftest import load_script
+from tests.packaging.conftest import assert_is_the_licence, load_script
 
 pytestmark = [
     pytest.mark.slow,
@@ -78,6 +79,17 @@ def test_deb_lays_out_opt_bin_and_desktop_files(deb_file):
         assert f"./usr/share/icons/hicolor/{size}x{size}/apps/{DESKTOP_ID}.png" in listing
     owners = {line.split()[1] for line in listing.splitlines()}
     assert owners == {"root/root"}  # --root-owner-group
+
+
+def test_deb_carries_the_licence_in_its_copyright_file(deb_file, installed_root):
+    """Debian's place for it: /usr/share/doc/<package>/copyright, with the MIT licence's full text."""
+    listing = subprocess.run(["dpkg-deb", "--contents", str(deb_file)], capture_output=True, text=True).stdout
+    assert "./usr/share/doc/llm-workstation/copyright\n" in listing
+    text = (installed_root / "usr" / "share" / "doc" / "llm-workstation" / "copyright").read_text(encoding="utf-8")
+    licence = text[text.index("MIT License\n") :]
+    assert_is_the_licence(licence)
+    assert text.startswith("llm-workstation\n") and "keeps its own licence" in text
+    assert_is_the_licence((installed_root / "opt" / "llm-workstation" / "_internal" / "LICENSE").read_text())
 
 
 def test_installed_launcher_runs_the_smoke_check(installed_root, bundle_env):
@@ -189,5 +201,6 @@ def test_appimage_style_tarball_runs_from_anywhere(bundle_dir, bundle_env, tmp_p
         archive.extractall(tmp_path / "unpacked", filter="tar")
     (top,) = (tmp_path / "unpacked").iterdir()
     assert (top / f"{DESKTOP_ID}.desktop").is_file() and (top / f"{DESKTOP_ID}.png").is_file()
+    assert_is_the_licence((top / "LICENSE").read_text(encoding="utf-8"))
     done = subprocess.run([str(top / "AppRun"), "--smoke"], capture_output=True, text=True, env=bundle_env, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -44,6 +44,7 @@ def test_inno_setup_script_has_the_required_sections_and_directives():
         assert key in setup, key
     assert re.fullmatch(r"\{\{[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}\}", setup["AppId"])
     assert (ISS.parent / setup["SetupIconFile"]).is_file()
+    assert (ISS.parent / setup["LicenseFile"].replace("\\", "/")).resolve() == ROOT / "LICENSE"  # the licence page
     assert text.count("#ifndef") == text.count("#endif")
     assert any(line.startswith('Source: "{#BundleDir}\\*"') for line in sections["Files"])
     assert f'AppUserModelID: "{DESKTOP_ID}"' in text

@@ -1,6 +1,7 @@
-"""The wheel carries the package data — the Modelfile presets, icons, desktop entry — and an installed copy of
-it lists the presets as the Modelfile page does. Built offline: `pip wheel --no-build-isolation` with the
-venv's setuptools (the test extra), from a copy of the sources so no build/ lands in the checkout."""
+"""The wheel carries the package data — the Modelfile presets, icons, desktop entry — and the LICENSE; an
+installed copy of it lists the presets as the Modelfile page does. Built offline: `pip wheel
+--no-build-isolation` with the venv's setuptools (the test extra), from a copy of the sources so no build/ lands
+in the checkout."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.packaging.conftest import assert_is_the_licence
 from tests.packaging.presets_probe import PROBE, probe_result, source_preset_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +26,7 @@ def wheel_file(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     source = work / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source)
     shutil.copytree(ROOT / "app", source / "app", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index"]
@@ -41,6 +43,17 @@ def test_wheel_carries_the_presets_and_resources(wheel_file):
     assert "app/resources/icons/llm-workstation.svg" in names
     assert "app/resources/desktop/io.github.llmworkstation.LLMWorkstation.desktop" in names
     assert not any(n.startswith(("modelfiles/", "tests/")) for n in names)
+
+
+def test_wheel_carries_the_licence_in_its_metadata(wheel_file):
+    """PEP 639: pyproject's license-files puts LICENSE in the .dist-info's licenses/, named in METADATA."""
+    from app import __version__
+
+    dist_info = f"llm_workstation-{__version__}.dist-info"
+    with zipfile.ZipFile(wheel_file) as wheel:
+        assert_is_the_licence(wheel.read(f"{dist_info}/licenses/LICENSE").decode("utf-8"))
+        metadata = wheel.read(f"{dist_info}/METADATA").decode("utf-8").splitlines()
+    assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
 
 
 def test_installed_wheel_lists_the_presets_on_the_modelfile_page(wheel_file, tmp_path):

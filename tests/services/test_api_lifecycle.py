@@ -50,7 +50,7 @@ def test_a_model_loads_on_first_use_with_its_saved_settings_and_unloads_when_idl
         api.openai().chat.completions.create(model="tiny-a", messages=HI, max_tokens=2, extra_body={"keep_alive": -1})
         assert not api.wait_for(lambda: len(_loads(api, ModelUnloaded)) > 1, 1.2)
         api.anthropic().messages.create(model="tiny-a", max_tokens=2, messages=HI, extra_body={"keep_alive": "0s"})
-        assert api.wait_for(lambda: len(_loads(api, ModelUnloaded)) == 2, 5)
+        assert api.wait_for(lambda: len(_loads(api, ModelUnloaded)) == 2, 60)
         api.openai().chat.completions.create(model="tiny-a", messages=HI, max_tokens=2, extra_body={"ttl": 30})
         assert not api.wait_for(lambda: len(_loads(api, ModelUnloaded)) > 2, 1.2)  # ttl 30 s beats the 0.6 s
 
@@ -89,7 +89,7 @@ def test_a_client_that_leaves_mid_stream_stops_the_worker(folder):
         figures = next(e for e in api.events if isinstance(e, ReplyFigures))
         assert figures.stats.finish_reason == "stopped"
         assert figures.stats.completion_tokens < LONG / 3  # stopped at the next token, not run to the end
-        assert api.wait_for(lambda: api.host.llamacpp.state.kind == "ready", 5)
+        assert api.wait_for(lambda: api.host.llamacpp.state.kind == "ready", 60)
         record = api.wait_for(lambda: api.finished_records("chat.completions"), 5) and api.records[-1]
         assert record.status == 499 and "closed" in record.error
         again = api.openai().chat.completions.create(model="endless", messages=HI, max_tokens=3)

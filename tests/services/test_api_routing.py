@@ -182,7 +182,7 @@ def test_keep_alive_zero_unloads_an_ollama_model_right_after(api, ollama):
     api.openai().chat.completions.create(model="llama3.2", messages=HI, max_tokens=5, extra_body={"keep_alive": 0})
     assert api.wait_for(lambda: any(isinstance(e, ModelUnloaded) and e.engine is EngineKind.OLLAMA
                                     for e in api.events), 5)  # fmt: skip
-    assert api.wait_for(lambda: "llama3.2:latest" not in ollama.loaded, 5)
+    assert api.wait_for(lambda: "llama3.2:latest" not in ollama.loaded, 60)
 
 
 def test_what_an_engine_cannot_do_is_a_400_never_ignored(api, ollama):

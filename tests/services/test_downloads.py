@@ -114,7 +114,7 @@ def test_stall_is_shown_as_stalled_then_retried_from_the_partial(hub, tmp_path):
     job_id = manager.add(plan("org/Big-GGUF", files=[BIG]))
     manager.start()
     seen = set()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (view := manager.views()[0]).state != DONE:
         seen.add(view.state)
         if view.state == STALLED:
@@ -182,7 +182,7 @@ def test_disk_full_mid_file_keeps_the_partial_and_resumes_after_space_is_freed(h
     filler = small_disk / "filler"
 
     def fill_when_half_done() -> None:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (not partial.exists() or partial.stat().st_size < 600_000):
             time.sleep(0.01)
         with filler.open("wb") as f:  # another program takes the rest of the disk
@@ -214,7 +214,7 @@ def test_queue_survives_a_restart_and_continues_from_the_partial(hub, tmp_path):
     first = DownloadManager(store, policy=FAST)
     job_id = first.add(plan("org/Big-GGUF", files=[BIG]))
     first.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while first.views()[0].done_bytes < 500_000 and time.monotonic() < deadline:
         time.sleep(0.02)
     first.shutdown()
@@ -275,7 +275,7 @@ def test_a_broken_queue_file_is_set_aside(tmp_path):
     assert (tmp_path / "q.bad").read_text(encoding="utf-8") == "{not json"
 
 
-def wait_for(condition, timeout_s: float = 15.0) -> None:
+def wait_for(condition, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -366,15 +366,15 @@ def test_the_view_never_waits_for_a_queue_file_write_and_the_newest_state_wins(t
     job = DownloadJob("org/x", "0" * 40, [JobFile("a.gguf", 10)])
     adder = threading.Thread(target=manager.add, args=(job,))
     adder.start()
-    assert writing.wait(5)
+    assert writing.wait(60)
     assert [v.state for v in manager.views()] == [QUEUED]  # while the file is being written
     pauser = threading.Thread(target=manager.pause, args=(job.id,))
     pauser.start()
     wait_for(lambda: manager.views()[0].state == PAUSED)  # the change does not wait for the write either
     assert adder.is_alive()  # the first write is still held by the test
     release.set()
-    adder.join(5)
-    pauser.join(5)
+    adder.join(60)
+    pauser.join(60)
     saved = json.loads((tmp_path / "q.json").read_text(encoding="utf-8"))
     assert [j["state"] for j in saved["jobs"]] == [PAUSED]  # the older copy did not overwrite the newer one
 

@@ -227,7 +227,7 @@ def test_malformed_and_misshapen_answers_are_clear_errors(mirror):
 # --- defence in depth: jobs that did not come from a checked Hub answer ---------------------------------------
 
 
-def wait_for(condition, timeout_s: float = 15.0) -> None:
+def wait_for(condition, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "timed out"

@@ -31,7 +31,7 @@ GGUF = b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 8
 
 
 def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 10))
+    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 def digest_of(data: bytes) -> str:

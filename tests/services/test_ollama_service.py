@@ -16,7 +16,7 @@ from tests.support.fake_ollama import FakeOllama
 
 
 def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 10))
+    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 @pytest.fixture

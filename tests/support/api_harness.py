@@ -97,7 +97,7 @@ class ApiHarness:
 
     # --- waiting ----------------------------------------------------------------------------------------------
     @staticmethod
-    def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    def wait_for(condition: Callable[[], bool], timeout_s: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if condition():

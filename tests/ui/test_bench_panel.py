@@ -205,7 +205,7 @@ def test_cancel_stops_the_run_and_the_worker(qloop, make_panel, long_context_ggu
         await _idle()
         assert panel.status.text() == "Cancelled: nothing was saved."
         assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
-        await until(lambda: not _worker_children(), timeout=15)
+        await until(lambda: not _worker_children(), timeout=60)
         assert panel.saved_runs.list.count() == 0
 
     qloop.run_until_complete(scenario())
@@ -320,7 +320,8 @@ def test_the_loaded_model_is_filled_in_and_followed(qloop, make_panel, tiny_gguf
         assert panel.model_edit.text() == str(tiny_gguf)
         assert empty.title.text() == "Run a first benchmark" and empty.button.text() == "Run a first benchmark"
         assert empty.text.text().startswith("Measure tiny-chatml.gguf on llama.cpp: output tokens/s and latency")
-        assert "concurrency 1, 64 requests of up to 128 tokens" in empty.text.text()
+        size = f"{panel.requests.value()} requests of up to {panel.max_tokens.value()} tokens"
+        assert f"concurrency 1, {size}" in empty.text.text()
         await host.load(str(tiny_gguf_no_template), LoadParams(n_ctx=256))
         assert panel.model_edit.text() == str(tiny_gguf_no_template)  # the page filled it: it follows the host
         panel.model_edit.setText("/models/mine.gguf")
@@ -406,3 +407,43 @@ def test_the_window_with_the_bench_page_fits(qloop, make_window):
         assert_fits(window)
 
     qloop.run_until_complete(scenario())
+
+
+def test_the_workload_fits_the_engine_and_the_machine_and_its_time_shows_before_run(qloop, make_panel, tiny_gguf):
+    from app.core.bench.workload import BenchWorkload
+    from app.ui.pages.bench.sizing import FULL, SMALL, estimated_seconds, guessed_tokens_per_s
+
+    async def scenario():
+        panel = await make_panel()
+        await until(lambda: panel._has_gpu is not None)  # this machine read (off the Qt thread) when shown
+        panel._has_gpu = False  # as on a machine without a GPU
+        panel._propose_size()
+        assert (panel.requests.value(), panel.max_tokens.value()) == (SMALL.requests, SMALL.max_tokens)
+        panel.model_edit.setText(str(tiny_gguf))
+        await until(lambda: panel.estimate_label.text().startswith("About "))
+        assert "(a guess from the model's size): 12 requests of up to 64 tokens at concurrency 1." in (
+            panel.estimate_label.text()
+        )
+        measured = BenchRow("llamacpp", 1, requests=12, output_tokens=768, output_tokens_per_s=16.0)
+        panel.show_result({"target": {"backend": "llamacpp", "model": str(tiny_gguf)}, "rows": [measured.to_dict()]})
+        assert panel.estimate_label.text().startswith("About 55 s (from the last run of this model):")  # 14 × 4 s
+        panel.select_engine("vllm")  # batches: the full workload
+        assert (panel.requests.value(), panel.max_tokens.value()) == (FULL.requests, FULL.max_tokens)
+        assert panel.estimate_label.text() == "64 requests of up to 128 tokens at concurrency 1, 8, 16, 32, 64."
+        panel.select_engine("llamacpp")
+        assert panel.requests.value() == SMALL.requests
+        panel.requests.setValue(30)  # the user's own size stays through engine and machine changes
+        panel.select_engine("vllm")
+        panel._has_gpu = True
+        panel._propose_size()
+        assert panel.requests.value() == 30
+        panel.concurrency_edit.setText("1,x")
+        assert "x" in panel.estimate_label.text()  # what is wrong, before Run
+
+    qloop.run_until_complete(scenario())
+    small_cpu_model = guessed_tokens_per_s(300 * 2**20, has_gpu=False)  # a 270M-parameter model at Q8
+    small = BenchWorkload(concurrencies=(1,), requests=12, max_tokens=64)
+    minute = estimated_seconds(small, "llamacpp", small_cpu_model)
+    assert 20 < minute < 90  # "about a minute" on a CPU
+    old_default = estimated_seconds(BenchWorkload(concurrencies=(1,)), "llamacpp", small_cpu_model)
+    assert old_default > 3 * minute

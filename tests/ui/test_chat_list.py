@@ -110,7 +110,7 @@ def test_chats_load_a_page_at_a_time_as_the_list_scrolls(chat_list, history, qlo
         while widget.model.has_more():
             loaded = widget.model.chat_count()
             widget.view.scrollToBottom()
-            await until(lambda n=loaded: widget.model.chat_count() > n, timeout=5)
+            await until(lambda n=loaded: widget.model.chat_count() > n, timeout=60)
         assert widget.model.chat_count() == 95
         titles = [text for header, text in _rows(widget) if not header]
         assert titles == [f"chat {i}" for i in range(95)]  # newest first, none twice

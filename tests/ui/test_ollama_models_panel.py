@@ -17,7 +17,7 @@ GB = 1_000_000_000
 
 async def _idle() -> None:
     """Let every task the panel started finish (none may outlive the test's event loop)."""
-    await until(lambda: not running_tasks(), timeout=10)
+    await until(lambda: not running_tasks(), timeout=60)
 
 
 @pytest.fixture
