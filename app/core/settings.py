@@ -42,6 +42,7 @@ class Settings:
     restore_last_model: bool = True  # load the last model used when the app starts
     chat_drawer_open: bool | None = None  # the chat's settings drawer; None: open on a wide window only
     chat_list_open: bool = True  # the chat page's list of chats
+    send_with_ctrl_enter: bool = False  # the composer: Ctrl+Enter sends (Enter: new line); else Enter sends
     api_host: str = "127.0.0.1"  # the local API server (the Server page): this machine only unless changed
     api_port: int = 8417
     api_key: str = field(default="", repr=False)  # empty: no key (allowed on 127.0.0.1 only); never logged
@@ -74,6 +75,7 @@ class Settings:
             "restore_last_model": self.restore_last_model,
             "chat_drawer_open": self.chat_drawer_open,
             "chat_list_open": self.chat_list_open,
+            "send_with_ctrl_enter": self.send_with_ctrl_enter,
             "api_host": self.api_host,
             "api_port": self.api_port,
             "api_key": self.api_key,
@@ -110,6 +112,7 @@ class Settings:
                 restore_last_model=bool(data.get("restore_last_model", True)),
                 chat_drawer_open=_optional_bool(data.get("chat_drawer_open")),
                 chat_list_open=bool(data.get("chat_list_open", True)),
+                send_with_ctrl_enter=data.get("send_with_ctrl_enter") is True,
                 api_host=str(data.get("api_host", "127.0.0.1")),
                 api_port=int(data.get("api_port", 8417)),
                 api_key=str(data.get("api_key", "")),

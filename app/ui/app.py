@@ -7,11 +7,12 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from app.ui.lifecycle import QUIT, QuitRequest, phase
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,8 +42,14 @@ class Screenshot:
 
 
 def run_gui(screenshot: Screenshot | None = None, smoke: bool = False) -> int:
+    """The window (SIGINT/SIGTERM from here on, or from the entry point's first line, end it with exit 0), or with
+    ``screenshot`` or ``smoke`` one offscreen pass (signals as for any command)."""
     if screenshot or smoke:
+        QUIT.release()
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    else:
+        QUIT.catch()
+    phase("started")
     from app.ui.platform_check import platform_problem
 
     if problem := platform_problem():
@@ -60,7 +67,10 @@ def run_gui(screenshot: Screenshot | None = None, smoke: bool = False) -> int:
     from app.ui.resources import app_icon_path
     from app.ui.style.theme import apply_style_sheet, apply_theme
     from app.ui.watchdog import StallWatchdog
+    from app.ui.widgets.wheel_guard import install_wheel_guard
 
+    if QUIT.requested is not None:  # before anything is opened: nothing to save
+        return 0
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
     app.setApplicationName(WINDOW_CLASS)  # the X11 WM_CLASS class, matched by the .desktop StartupWMClass
@@ -72,10 +82,12 @@ def run_gui(screenshot: Screenshot | None = None, smoke: bool = False) -> int:
     workstation = Workstation.create(paths, buffer)  # the composition root: engines and history live here
     logging.getLogger("app").setLevel(workstation.settings.log_level)
     apply_theme(app, (screenshot.palette if screenshot else None) or workstation.settings.theme, with_style_sheet=False)
+    install_wheel_guard(app)  # before any widget is polished: unfocused controls leave the wheel to the page
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     install_asyncgen_hooks(loop)
     loop.set_exception_handler(handle_loop_exception)
+    phase("building")
     window = MainWindow(workstation)
     apply_style_sheet(app)  # once the window is built: see apply_theme
     install_exception_hook(lambda: window)
@@ -83,13 +95,15 @@ def run_gui(screenshot: Screenshot | None = None, smoke: bool = False) -> int:
     watchdog.start()
     if screenshot:
         window.resize(*screenshot.size)
-    else:
-        _close_on_signals(window)  # before the window is mapped: a SIGTERM from then on closes it the normal way
+    elif not smoke:
+        window.restore_window_state()  # size, place and panes as left last time, fitted to this screen
+    phase("built")
     window.show()
     with loop:
         if screenshot or smoke:
             return loop.run_until_complete(_render_once(app, window, screenshot))
-        loop.run_until_complete(_run_until_quit(app, window))
+        _run_until_quit(app, window, loop)
+        phase("closed")
     return 0
 
 
@@ -104,24 +118,56 @@ def window_icon(svg: Path) -> QIcon:
     return icon
 
 
-async def _run_until_quit(app: QApplication, window: MainWindow) -> None:
-    closed = asyncio.Event()
-    app.aboutToQuit.connect(closed.set)
+def _run_until_quit(app: QApplication, window: MainWindow, loop: asyncio.AbstractEventLoop) -> None:
+    """Run the window until the app quits. Quitting may come at any moment of the start-up (a SIGTERM, the window
+    closed): the loop runs until the quit itself, not until the start-up's steps, so it never ends half-way."""
+    from PySide6.QtCore import QTimer
+
+    from app.ui.tasks import spawn
+
+    quit_ = loop.create_future()
+
+    def quitting() -> None:
+        if not quit_.done():
+            quit_.set_result(None)
+
+    app.aboutToQuit.connect(quitting)
+    QTimer.singleShot(0, lambda: spawn(_start(window), "start the window"))
+    close_on_quit(QUIT, window)
+    try:
+        loop.run_until_complete(quit_)
+    finally:
+        QUIT.close_with(None)  # the window is gone: a signal from now on only lets the exit go on
+
+
+def close_on_quit(request: QuitRequest, window: MainWindow) -> None:
+    """A quit request (made already, or to come) closes ``window`` the normal way, from the event loop: the signal
+    handler that makes it runs between any two Python lines, where a close cannot begin."""
+    from PySide6.QtCore import QTimer
+
+    from app.ui.tasks import spawn
+
+    def close() -> None:
+        QTimer.singleShot(0, lambda: spawn(_close_after_start(window), "close on a signal"))
+
+    request.close_with(close)
+
+
+async def _close_after_start(window: MainWindow) -> None:
+    """Close the window the normal way once its start-up is done (a shutdown racing the history's opening would
+    close what is being opened)."""
+    phase("closing")
+    with contextlib.suppress(Exception):  # a start-up that failed was reported; the window closes all the same
+        await asyncio.shield(window.chat_panel.start())
+    window.close()
+
+
+async def _start(window: MainWindow) -> None:
+    phase("starting")
     shown_at = time.time()
     await window.chat_panel.start()
     _write_startup_report(shown_at)
-    await closed.wait()
-
-
-def _close_on_signals(window: MainWindow) -> None:
-    """SIGINT/SIGTERM close the window the normal way: the reply in flight is saved, the worker stopped."""
-    from PySide6.QtCore import QTimer
-
-    def close(_signum: int, _frame: object) -> None:
-        QTimer.singleShot(0, window.close)
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, close)
+    phase("ready")
 
 
 async def _render_once(app: QApplication, window: MainWindow, screenshot: Screenshot | None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from app.core.lazy_import import import_now
 from app.core.modelfile.parser import Modelfile
 from app.core.settings import Settings
 from app.services.workstation import Workstation
+from app.ui import window_state
 from app.ui.log_viewer import LogViewer
 from app.ui.page import Page
 from app.ui.page_paths import PAGE_PATHS
@@ -37,6 +39,8 @@ from app.ui.style.icons import icon
 from app.ui.tasks import loop_running, spawn
 
 if TYPE_CHECKING:  # the pages' modules are imported when a page is first built, not at start-up
+    from pathlib import Path
+
     from app.ui.pages.batch.panel import BatchPanel
     from app.ui.pages.bench.panel import BenchPanel
     from app.ui.pages.modelfiles.panel import ModelfilePanel
@@ -74,21 +78,24 @@ class MainWindow(QMainWindow):
         self.context = workstation
         self.setWindowTitle("LLM Workstation")
         self.setObjectName("MainWindow")
-        self.resize(1200, 780)
+        self.resize(window_state.DEFAULT_SIZE)  # until restore_window_state fits it to the screen
+        self._state_file: Path | None = None  # where the window's state is kept, once restored from it
         self.status = AppStatusBar(self)
         self.setStatusBar(self.status)
         self.status.backend_label.clicked.connect(self.show_engine_menu)
+        self.status.server_label.clicked.connect(lambda: self.show_page("API server"))
         self._widgets: dict[str, QWidget] = {}  # every page and sub-page built so far, by name
         self._specs = [
             PageSpec("Chat", "chat", self._build_chat),
             PageSpec("Models", "models", self._build_models),
             PageSpec("Modelfiles", "modelfiles", self._build_modelfiles),
+            PageSpec("vLLM", "vllm", self._build_vllm),
             PageSpec("Batch", "batch", self._build_batch),
             PageSpec("Bench", "bench", self._build_bench),
             PageSpec("Monitor", "monitor", self._build_monitor),
-            PageSpec("Server", "server", self._build_server),
+            PageSpec("API server", "api", self._build_server),
             PageSpec("Settings", "settings", self._build_settings),
-        ]
+        ]  # Ctrl+1 … Ctrl+9 show them in this order
         self._build_central()
         self._build_log_dock()
         self._build_menus()
@@ -96,7 +103,8 @@ class MainWindow(QMainWindow):
         self._closed = False
         self._clients_warmed = False
         if workstation.settings_problem:
-            self.chat_panel.show_notice(workstation.settings_problem + " Default settings are used for now.")
+            problem = workstation.settings_problem + " Default settings are used for now."
+            self.chat_panel.show_notice(problem, "warning")  # stays until dismissed: the user's file was not read
 
     # --- pages, built when first needed ---------------------------------------------------------------------
     def _build_central(self) -> None:
@@ -111,7 +119,7 @@ class MainWindow(QMainWindow):
             item.setToolTip(spec.name)
             self.nav.addItem(item)
             placeholder = QWidget()
-            placeholder.setObjectName(f"{spec.name.lower()}_page")
+            placeholder.setObjectName(_page_name(spec))
             self.pages.addWidget(placeholder)
         self.nav.currentRowChanged.connect(self._show_row)
         self.nav.setCurrentRow(0)
@@ -153,7 +161,7 @@ class MainWindow(QMainWindow):
         if spec.name in self._widgets:
             return self._widgets[spec.name]
         page = spec.build()
-        page.setObjectName(f"{spec.name.lower()}_page")
+        page.setObjectName(_page_name(spec))
         self._widgets[spec.name] = page
         placeholder = self.pages.widget(row)
         self.pages.insertWidget(row, page)
@@ -201,11 +209,11 @@ class MainWindow(QMainWindow):
     def _build_modelfiles(self) -> QWidget:
         return self.modelfile_panel
 
+    def _build_vllm(self) -> QWidget:
+        return self.vllm_panel
+
     def _build_batch(self) -> QWidget:
-        tabs = QTabWidget()
-        tabs.addTab(self.vllm_panel, "vLLM server")
-        tabs.addTab(self.batch_panel, "Batch runner")
-        return tabs
+        return self.batch_panel
 
     def _build_bench(self) -> QWidget:
         return self.bench_panel
@@ -307,7 +315,14 @@ class MainWindow(QMainWindow):
     def batch_panel(self) -> BatchPanel:
         from app.ui.pages.batch.panel import BatchPanel
 
-        page = self._sub_page("batch", lambda: BatchPanel(self.context, self))
+        def build() -> BatchPanel:
+            panel = BatchPanel(self.context, self)
+            panel.open_page_requested.connect(self.open_path)
+            if "server" in self._widgets:  # the API server may already be running
+                panel.set_app_server(self.server_page.url, self.server_page.api_key)
+            return panel
+
+        page = self._sub_page("batch", build)
         assert isinstance(page, BatchPanel)
         return page
 
@@ -337,7 +352,12 @@ class MainWindow(QMainWindow):
     def server_page(self) -> ServerPage:
         from app.ui.pages.server.page import ServerPage
 
-        page = self._sub_page("server", lambda: ServerPage(self.context, self))
+        def build() -> ServerPage:
+            page = ServerPage(self.context, self)
+            page.serving_changed.connect(self._serving_changed)
+            return page
+
+        page = self._sub_page("server", build)
         assert isinstance(page, ServerPage)
         return page
 
@@ -392,9 +412,26 @@ class MainWindow(QMainWindow):
     def serve_with_vllm(self, model_folder: str) -> None:
         """An HF-format model from the library: put it in the vLLM page's model field and show that page."""
         self.vllm_panel.form.model.setText(model_folder)
-        tabs = self.show_page("Batch")
-        if isinstance(tabs, QTabWidget):
-            tabs.setCurrentWidget(self.vllm_panel)
+        self.show_page("vLLM")
+
+    def _serving_changed(self, url: str | None, requests: int) -> None:
+        """The API server started, stopped or took a request: the status bar and the batch runner follow."""
+        self.status.show_server(url, requests)
+        if "batch" in self._widgets:
+            self.batch_panel.set_app_server(url, self.server_page.api_key)
+
+    def new_chat(self) -> None:
+        """File → New chat (Ctrl+N) from any page: the Chat page is shown, with a new chat in it."""
+        self.show_page("Chat")
+        self.chat_panel.new_chat()
+
+    def search_chats(self) -> None:
+        """Ctrl+F: the Chat page is shown and its search box takes the typing."""
+        self.show_page("Chat")
+        self.chat_panel.set_chats_open(True)  # the search sits atop the chats column, which may be closed
+        box = self.chat_panel.chats.search_box
+        box.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        box.selectAll()
 
     def use_modelfile_in_chat(self, modelfile: Modelfile) -> None:
         """ "Use in chat" from the Modelfile page: apply it as a preset and show the chat."""
@@ -416,21 +453,29 @@ class MainWindow(QMainWindow):
         self.log_dock.hide()
 
     def _build_menus(self) -> None:
+        """The menus; every action in them has a shortcut, shown beside it, that works from any page."""
         file_menu = self.menuBar().addMenu("&File")
         open_keys = QKeySequence(QKeySequence.StandardKey.Open)
         self._action(file_menu, "&Open model…", self.chat_panel.choose_model_file, open_keys)
-        self._action(file_menu, "&New chat", self.chat_panel.new_chat, QKeySequence("Ctrl+N"))
+        self._action(file_menu, "&New chat", self.new_chat, QKeySequence("Ctrl+N"))
+        self._action(file_menu, "&Find in chats…", self.search_chats, QKeySequence("Ctrl+F"))
         file_menu.addSeparator()
         self._action(file_menu, "&Settings…", self.open_settings, QKeySequence("Ctrl+,"))
         file_menu.addSeparator()
-        self._action(file_menu, "&Quit", self.close, QKeySequence(QKeySequence.StandardKey.Quit))
+        quit_keys = QKeySequence("Ctrl+Q")  # StandardKey.Quit is empty on some desktops
+        self._action(file_menu, "&Quit", self.close, quit_keys)
         view_menu = self.menuBar().addMenu("&View")
+        for number, spec in enumerate(self._specs[:9], start=1):
+            keys = QKeySequence(f"Ctrl+{number}")
+            self._action(view_menu, spec.name, functools.partial(self.show_page, spec.name), keys)
+        view_menu.addSeparator()
         toggle_log = self.log_dock.toggleViewAction()
         toggle_log.setText("&Log")
         toggle_log.setShortcut(QKeySequence("Ctrl+L"))
         view_menu.addAction(toggle_log)
         help_menu = self.menuBar().addMenu("&Help")
-        self._action(help_menu, "&About LLM Workstation", self.show_about)
+        about_keys = QKeySequence(QKeySequence.StandardKey.HelpContents)
+        self._action(help_menu, "&About LLM Workstation", self.show_about, about_keys)
 
     def _action(
         self, menu: QMenu, text: str, slot: Callable[[], object], shortcut: QKeySequence | None = None
@@ -464,10 +509,23 @@ class MainWindow(QMainWindow):
         )
         box.open()
 
+    # --- size, place and panes, kept between runs ---------------------------------------------------------
+    def restore_window_state(self) -> None:
+        """Before the first show: size, place, maximized state and panes as the person left them, fitted to this
+        screen (the first time: sized to the screen); they are saved again when the window closes."""
+        self._state_file = window_state.state_file(self.context.paths.config_dir)
+        window_state.apply(self, window_state.load(self._state_file))
+
+    def save_window_state(self) -> None:
+        if self._state_file is not None:
+            window_state.save(self._state_file, window_state.capture(self))
+
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
         if not self._clients_warmed:
             self._clients_warmed = True
+            if self._state_file is not None:  # framed now: a frame taller than guessed still fits the screen
+                QTimer.singleShot(0, self, lambda: window_state.keep_on_screen(self))
             QTimer.singleShot(RESUME_DOWNLOADS_DELAY_MS, self, self._resume_downloads)
             QTimer.singleShot(CLIENT_WARM_UP_DELAY_MS, self._warm_up_clients)
             if self.context.settings.api_autostart:  # the local API server starts with the window
@@ -488,7 +546,11 @@ class MainWindow(QMainWindow):
             self.monitor_panel  # noqa: B018 - built now so its alerts reach the status bar (it samples 3 s later)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if self._closing or self._closed or not asyncio.get_event_loop().is_running():
+        if self._closing:  # a close while the shutdown runs (a SIGTERM after the close button) would cut it short
+            event.ignore()
+            return
+        self.save_window_state()  # while it still has its size and panes
+        if self._closed or not asyncio.get_event_loop().is_running():
             event.accept()
             return
         event.ignore()
@@ -496,8 +558,11 @@ class MainWindow(QMainWindow):
         spawn(self._shutdown(), "shutdown")
 
     async def _shutdown(self) -> None:
-        await self.shutdown_panels()
-        self.close()
+        try:
+            await self.shutdown_panels()
+        finally:
+            self._closing = False  # done (_closed is set): this close is accepted
+            self.close()
 
     async def shutdown_panels(self) -> None:
         """Shut every page down (a reply in flight is saved as stopped), then the engines and the history."""
@@ -511,3 +576,8 @@ class MainWindow(QMainWindow):
 
 async def _import_clients() -> None:
     await asyncio.get_running_loop().run_in_executor(None, import_now, "httpx", "ollama")
+
+
+def _page_name(spec: PageSpec) -> str:
+    """The page's object name: ``chat_page``, ``vllm_page``, ``api_server_page`` …"""
+    return f"{spec.name.lower().replace(' ', '_')}_page"

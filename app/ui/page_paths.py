@@ -11,11 +11,15 @@ PAGE_PATHS: dict[str, tuple[str, str | None]] = {
     "models/downloads": ("Models", "Downloads"),
     "models/ollama": ("Models", "Ollama"),
     "modelfiles": ("Modelfiles", None),
-    "batch": ("Batch", "vLLM server"),
-    "batch/vllm": ("Batch", "vLLM server"),
-    "batch/runner": ("Batch", "Batch runner"),
+    "vllm": ("vLLM", None),
+    "batch": ("Batch", None),
+    "batch/vllm": ("vLLM", None),  # the vLLM page was Batch's first tab: the old names still open it
+    "batch/runner": ("Batch", None),
     "bench": ("Bench", None),
     "monitor": ("Monitor", None),
-    "server": ("Server", None),
+    "server": ("API server", None),
     "settings": ("Settings", None),
 }
+
+# Names that open the same page as another name (a screenshot of each page skips these).
+ALIASES = frozenset({"models", "batch/vllm", "batch/runner"})

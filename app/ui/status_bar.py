@@ -1,5 +1,5 @@
-"""The status bar: backend state, loaded model, the chat's context use and the last reply's speed. Every label
-shrinks (long model names are elided), so the status bar never widens the window."""
+"""The status bar: the API server while it runs, backend state, loaded model, the chat's context use and the last
+reply's speed. Every label shrinks (long model names are elided), so the status bar never widens the window."""
 
 from __future__ import annotations
 
@@ -51,6 +51,22 @@ class AppStatusBar(QStatusBar):
         self.alert_label.setContentsMargins(6, 0, 6, 0)
         self.alert_label.hide()
         self.addPermanentWidget(self.alert_label)
+        self.server_label = QToolButton()  # while the API server runs: its address and requests; click: its page
+        self.server_label.setObjectName("status_api_server")
+        self.server_label.setAutoRaise(True)
+        self.server_label.setContentsMargins(6, 0, 6, 0)
+        self.server_label.hide()
+        self.insertPermanentWidget(0, self.server_label)
+
+    def show_server(self, url: str | None, requests: int) -> None:
+        """The API server's address and how many requests it has had; hidden while it is stopped."""
+        self.server_label.setVisible(url is not None)
+        if url is None:
+            self.server_label.setText("")
+            return
+        host = url.split("://", 1)[-1]
+        self.server_label.setText(f"API {host} · {requests:,} request{'s' if requests != 1 else ''}")
+        self.server_label.setToolTip(f"The API server listens on {url}.\nClick to open the API server page.")
 
     def show_alerts(self, messages: list[str]) -> None:
         """The monitor's alerts: a count here, the messages in the tooltip; hidden when there are none."""

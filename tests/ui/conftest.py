@@ -92,17 +92,21 @@ def qloop(_session_loop):
 @pytest.fixture
 def make_window(qloop):
     """``await make_window()`` builds a started main window; all are shut down after the test."""
+    from PySide6.QtWidgets import QApplication
+
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
     from app.services.workstation import Workstation
     from app.ui.main_window import MainWindow
     from app.ui.tasks import running_tasks
+    from app.ui.widgets.wheel_guard import install_wheel_guard
 
     windows = []
 
     async def make():
         paths = app_paths().ensure()
         context = Workstation.create(paths, install_logging("INFO", None))
+        install_wheel_guard(QApplication.instance())  # as app.run_gui does
         window = MainWindow(context)
         window.show()
         windows.append(window)

@@ -1,6 +1,7 @@
-"""The Batch runner page as redesigned for issue 15: Run only when it can run (the tooltip says what is missing),
-an empty state with an example, a labelled preview, the vLLM server from the engine host, and a layout that fits
-a small laptop in every state and both palettes."""
+"""The Batch page (the batch runner): Run only when it can run (the tooltip and a hint beside it say what is
+missing), a real default address, an empty state with an example, a labelled preview, the vLLM server from the
+engine host, this app's own API server as a target, and a layout that fits a small laptop in every state and both
+palettes."""
 
 from __future__ import annotations
 
@@ -22,27 +23,20 @@ LONG_MODEL = "an-organisation-with-a-long-name/a-model-name-that-goes-on-and-on-
 
 @pytest.fixture
 def make_page(qloop, qtbot):
-    """``make_page()``: the runner as a tab of a QTabWidget, like the real Batch page, in a frame shaped like the main
-    window (menus, navigation, status bar) at 1024×700."""
-    from PySide6.QtWidgets import QTabWidget, QWidget
-
+    """``make_page()``: the runner in a frame shaped like the main window (menus, navigation, status bar) at
+    1024×700."""
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
     from app.services.workstation import Workstation
     from app.ui.pages.batch.panel import BatchPanel
 
-    frames, pages, tab_widgets = contextlib.ExitStack(), [], []
+    frames, pages = contextlib.ExitStack(), []
 
     def make() -> BatchPanel:
         context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-        tabs = QTabWidget()
-        tabs.addTab(QWidget(), "vLLM server")
         page = BatchPanel(context)
-        tabs.addTab(page, "Batch runner")
-        tabs.setCurrentWidget(page)
-        frames.enter_context(window_frame(tabs))
+        frames.enter_context(window_frame(page))
         pages.append(page)
-        tab_widgets.append(tabs)
         return page
 
     yield make
@@ -55,8 +49,8 @@ def make_page(qloop, qtbot):
 
     qloop.run_until_complete(finish())
     frames.close()
-    for tabs in tab_widgets:
-        tabs.deleteLater()
+    for page in pages:
+        page.deleteLater()
 
 
 def _write(path, count=3, bad=False):
@@ -69,17 +63,17 @@ def _write(path, count=3, bad=False):
 
 def test_run_is_offered_only_when_everything_is_set(qloop, make_page, tmp_path):
     page = make_page()
-    run = page.run_button
+    run, hint = page.run_button, page.run_hint
+    assert page.url_edit.text() == "http://127.0.0.1:8000/v1"  # a value, not a placeholder: vLLM's default
     assert not run.isEnabled()
-    assert run.toolTip() == "Choose a server address and an input file and an output file first."
-    page.url_edit.setText("http://127.0.0.1:8000")
-    assert not run.isEnabled() and run.toolTip() == "Choose an input file and an output file first."
+    assert run.toolTip() == hint.text() == "Choose an input file and an output file first."
+    assert hint.isVisible()  # the reason is on the page, not only in a tooltip
     page.input_edit.setText(str(_write(tmp_path / "in.jsonl")))
-    assert not run.isEnabled() and run.toolTip() == "Choose an output file first."
+    assert not run.isEnabled() and run.toolTip() == hint.text() == "Choose an output file first."
     page.output_edit.setText(str(tmp_path / "out.jsonl"))
-    assert run.isEnabled() and "Concurrency" in run.toolTip()
+    assert run.isEnabled() and "Concurrency" in run.toolTip() and not hint.isVisible()
     page.url_edit.clear()
-    assert not run.isEnabled() and "a server address" in run.toolTip()
+    assert not run.isEnabled() and hint.isVisible() and hint.text() == "Choose a server address first."
     page.context.host.offer_vllm(VllmEndpoint("http://127.0.0.1:8111/v1", "tiny", None, "remote"))
     assert page.server_radio.isChecked() and run.isEnabled()  # the engine host's server counts
     page.context.host.withdraw_vllm("remote")
@@ -168,3 +162,38 @@ def test_every_state_fits_a_small_laptop(qloop, make_page, tmp_path, theme):
             assert_fits(page)
 
     qloop.run_until_complete(scenario())
+
+
+def test_this_apps_api_server_is_a_target_and_says_when_it_is_not_running(make_page, tmp_path):
+    from app.services.engines.entries import EngineKind
+
+    page = make_page()
+    page.input_edit.setText(str(_write(tmp_path / "in.jsonl")))
+    page.output_edit.setText(str(tmp_path / "out.jsonl"))
+    page.app_radio.setChecked(True)
+    assert not page.run_button.isEnabled()
+    assert page.run_hint.text() == "Choose the API server started first."
+    assert "not running" in page.app_detail.full_text() and page.open_server.isVisible()
+    opened = []
+    page.open_page_requested.connect(opened.append)
+    page.open_server.click()
+    assert opened == ["server"]
+    page.set_app_server("http://127.0.0.1:8417", "sk-app")
+    assert page.run_button.isEnabled() and not page.run_hint.isVisible() and not page.open_server.isVisible()
+    assert page.app_detail.full_text() == "the first model it lists at http://127.0.0.1:8417"
+    assert page.context.host.loaded(EngineKind.LLAMACPP) is None
+    assert page._endpoint() == ("http://127.0.0.1:8417", "sk-app", None)
+    page.set_app_server(None, None)
+    assert not page.run_button.isEnabled() and page.run_hint.isVisible()
+
+
+def test_a_failed_run_says_what_was_and_was_not_written():
+    from app.ui.pages.batch.panel import written_note
+
+    assert written_note(None, "/o.jsonl") == "Nothing was written to /o.jsonl."
+    earlier = BatchProgress(total=3, done=0, failed=0, in_flight=0, skipped=2, output_tokens=0, elapsed_s=1.0)
+    assert written_note(earlier, "/o.jsonl") == (
+        "Nothing was written to /o.jsonl (2 results from an earlier run are still there)."
+    )
+    some = BatchProgress(total=9, done=3, failed=1, in_flight=0, skipped=0, output_tokens=9, elapsed_s=1.0)
+    assert written_note(some, "/o.jsonl") == "4 results of this run were written to /o.jsonl."

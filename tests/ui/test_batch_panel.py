@@ -138,20 +138,59 @@ def test_server_problems_and_missing_fields_are_explained(qloop, make_panel, fak
     async def scenario():
         panel = await make_panel()
         assert not panel.run_button.isEnabled()
-        assert panel.run_button.toolTip() == "Choose a server address and an input file and an output file first."
+        assert panel.run_button.toolTip() == "Choose an input file and an output file first."
         assert panel.run_batch() is None  # called from code anyway: the same sentence, shown
-        assert panel.status.text() == "Choose a server address and an input file and an output file first."
+        assert panel.status.text() == "Choose an input file and an output file first."
         panel.url_edit.setText(fake.base_url)
         panel.key_edit.setText("wrong")
         panel.input_edit.setText(str(source))
         panel.output_edit.setText(str(tmp_path / "out.jsonl"))
         await panel.run_batch()
         assert "refused the API key" in panel.status.text() and "check the API key" in panel.status.text()
+        assert f"Nothing was written to {tmp_path / 'out.jsonl'}." in panel.status.text()
+        assert "Finished results are in" not in panel.status.text()
         panel.url_edit.setText(FakeOpenAIServer.unused_url())
         await panel.run_batch()
         assert "Cannot reach the server" in panel.status.text() and "check the address" in panel.status.text()
+        assert "Nothing was written" in panel.status.text()
         panel.set_endpoint(fake.base_url, KEY, "tiny-llama")
         panel.clear_endpoint()
         assert panel.url_radio.isChecked() and not panel.server_radio.isEnabled()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_batch_runs_on_this_apps_loaded_model_through_its_api_server(qloop, make_panel, tiny_gguf, tmp_path):
+    """The app as the target: the model the engine host has loaded, reached through the running API server."""
+    from app.core.params import LoadParams
+    from app.services.engines.entries import EngineKind
+    from app.ui.pages.server.page import ServerPage
+
+    source = _write_input(tmp_path / "app.jsonl", 3, 4)
+    output = tmp_path / "app.results.jsonl"
+
+    async def scenario():
+        panel = await make_panel()
+        server = ServerPage(panel.context)
+        server.serving_changed.connect(lambda url, _count: panel.set_app_server(url, server.api_key))
+        try:
+            server.port.setValue(0)
+            await server.toggle()
+            panel.app_radio.setChecked(True)
+            assert panel.app_detail.full_text() == f"the first model it lists at {server.url}"
+            await panel.context.host.load(str(tiny_gguf), LoadParams(n_ctx=256))
+            assert panel.app_detail.full_text() == f"tiny-test-model at {server.url}"  # follows the loaded model
+            panel.input_edit.setText(str(source))
+            panel.output_edit.setText(str(output))
+            assert panel.run_button.isEnabled()
+            await panel.run_batch()
+            assert "Done: 3 of 3 succeeded" in panel.status.text(), panel.status.text()
+            assert _table(panel)["Model"] == "tiny-test-model"
+            assert len(output.read_text().splitlines()) == 3
+            assert server.requests >= 3 and server.table.rowCount() >= 3  # they went through the API server
+        finally:
+            await server.shutdown()
+            server.deleteLater()
+            await panel.context.host.unload(EngineKind.LLAMACPP)
 
     qloop.run_until_complete(scenario())

@@ -86,3 +86,23 @@ def test_streaming_reply_fits(qtbot, qloop, make_window, theme, long_context_ggu
         assert panel.composer.send_button.accessibleName() == "Send"
 
     qloop.run_until_complete(scenario())
+
+
+def test_the_drawer_puts_the_model_first_and_the_chat_last(qloop, make_window):
+    """Model and preset first, then sampling and context; the chat's tools and "When the context is full" last."""
+    from PySide6.QtWidgets import QLabel, QScrollArea
+
+    async def scenario():
+        window = await make_window()
+        drawer = window.chat_panel.drawer
+        window.chat_panel.set_drawer_open(True)
+        body = drawer.findChild(QScrollArea).widget()
+        body.layout().activate()
+        sections = sorted((label.y(), label.text()) for label in body.findChildren(QLabel)
+                          if label.property("role") == "section" and label.parentWidget() is body)  # fmt: skip
+        assert [text for _y, text in sections] == ["This model", "Sampling", "Context and loading", "This chat"]
+        parts = [drawer.model_name, drawer.presets, drawer.sampling, drawer.load, drawer.tools, drawer.overflow]
+        tops = [part.y() for part in parts]
+        assert tops == sorted(tops) and len(set(tops)) == len(tops), tops
+
+    qloop.run_until_complete(scenario())

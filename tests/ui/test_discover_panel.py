@@ -60,7 +60,7 @@ def make_panels(qloop, qtbot):
     yield make
 
     async def finish():
-        await until(lambda: not running_tasks(), timeout=15)
+        await until(lambda: not running_tasks(), timeout=60)
         for downloads in made:
             if shiboken6.isValid(downloads):
                 await downloads.shutdown()
@@ -284,7 +284,10 @@ def test_picks_open_offline_ranked_for_this_machine(qloop, make_panels, offline,
         assert discover.picks_table.item(0, 2).toolTip() == discover.pick_verdicts[0].verdict.summary
         status = discover.status.text()
         assert "fit this machine (no GPU: judged against RAM)" in status and "The Hub cannot be reached" in status
-        assert f"The picks' list is of {load_picks().as_of}." in status  # how current the list is, said
+        from app.ui.pages.models.discover import month_words
+
+        assert f"Picks as of {month_words(load_picks().as_of)}." in status  # how current the list is, said
+        assert month_words("2026-12") == "December 2026" and month_words("soon") == "soon"
         assert not discover.notice.isVisible()  # a calm line, not an error banner
 
     qloop.run_until_complete(scenario())
@@ -306,7 +309,7 @@ def test_an_offline_search_fails_and_says_so(qloop, make_panels, offline):
 def test_a_pick_offline_shows_its_figures_and_download_says_the_hub_is_away(qloop, make_panels, offline, small_machine):
     async def scenario():
         discover, downloads = await make_panels()
-        await until(lambda: discover.hub_reachable is False, timeout=10)
+        await until(lambda: discover.hub_reachable is False, timeout=60)
         discover.picks_table.selectRow(0)
         pick = discover.current_pick
         assert pick is not None and discover.title.text() == pick.name
@@ -331,7 +334,7 @@ def test_picks_are_refreshed_from_a_reachable_hub(qloop, make_panels, monkeypatc
 
         async def scenario():
             discover, downloads = await make_panels()
-            await until(lambda: discover.hub_reachable is True, timeout=15)
+            await until(lambda: discover.hub_reachable is True, timeout=60)
             assert _column(discover.picks_table) == [pick.name]  # the others are not on this Hub
             assert _column(discover.picks_table, 1) == [format_bytes(tiny_gguf.stat().st_size)]
             assert "Sizes checked on the Hub" in discover.status.text()

@@ -20,11 +20,11 @@ def test_navigation_shows_every_panel(qloop, make_window):
     async def scenario():
         window = await make_window()
         names = [window.nav.item(i).text() for i in range(window.nav.count())]
-        assert names == ["Chat", "Models", "Modelfiles", "Batch", "Bench", "Monitor", "Server", "Settings"]
+        assert names == ["Chat", "Models", "Modelfiles", "vLLM", "Batch", "Bench", "Monitor", "API server", "Settings"]
         for row, name in enumerate(names):
             window.nav.setCurrentRow(row)
             page = window.pages.currentWidget()
-            assert page.objectName() == f"{name.lower()}_page"
+            assert page.objectName() == f"{name.lower().replace(' ', '_')}_page"
 
     qloop.run_until_complete(scenario())
 

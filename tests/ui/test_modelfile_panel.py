@@ -409,10 +409,12 @@ def test_new_modelfile_from_the_form_and_message_order(qtbot, qloop, make_panel)
         panel = await make_panel()
         panel.new_file()
         assert panel.form.tabs.isEnabled()  # only the FROM line is missing: the form can write it
+        assert not panel.form.from_note.isVisible() and not panel.text.error_label.isVisible()  # nothing typed yet
+        panel.form.system.setPlainText("You are terse.")  # a first edit without a FROM line: now it is missing
         assert panel.form.from_note.isVisible() and "no FROM line" in panel.form.from_note.text()
         panel.form.from_combo.setCurrentText("llama3.2")
-        assert panel.editor.toPlainText() == "FROM llama3.2\n"
-        assert not panel.text.error_label.isVisible()
+        assert parse_modelfile(panel.editor.toPlainText()).froms() == ["llama3.2"]
+        assert not panel.text.error_label.isVisible() and not panel.form.from_note.isVisible()
         messages = panel.form.messages
         messages.add_message()
         messages.text.setPlainText("first")

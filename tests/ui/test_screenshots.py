@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from app.ui.page_paths import PAGE_PATHS
+from app.ui.page_paths import ALIASES, PAGE_PATHS
 from tests.support.layout import assert_fits
 from tests.support.page_frame import themed
 
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 SIZES = ((1366, 768), (1024, 700))
-PAGES = [name for name in PAGE_PATHS if name not in ("models", "batch")]  # aliases of models/library, batch/vllm
+PAGES = [name for name in PAGE_PATHS if name not in ALIASES]
 
 
 @pytest.mark.parametrize("palette", ["light", "dark"])

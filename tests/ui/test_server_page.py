@@ -1,13 +1,20 @@
 """The Server page: start on a free port, the real server answers (health, models, the key), the live log gains a
 row per request, the snippets name the URL and the key, LAN without a key is refused with the reason, settings
-persist, Stop frees the port, and the page fits a small laptop in both palettes."""
+persist, Stop frees the port, the page fits a small laptop in both palettes, the snippets run when pasted (every
+value quoted) and the status bar shows the running server."""
 
 from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
 
 import httpx
 import pytest
 
 from app.core.settings import load_settings
+from app.services.engines.entries import EngineKind
 from tests.support.layout import assert_fits
 from tests.support.page_frame import themed
 from tests.support.waiting import until
@@ -90,3 +97,82 @@ def test_page_fits_a_small_laptop(qloop, make_page, palette):
         assert_fits(page)
         page.window().resize(1024, 700)
         assert page.window().width() == 1024 and page.window().height() == 700
+
+
+ODD_KEY = "sk-it's a $key"  # a quote, a space and a dollar: each breaks an unquoted shell line
+
+
+def test_the_snippets_are_valid_shell_and_python_for_any_name_and_key():
+    from app.ui.pages.server.snippets import SNIPPETS, agent_snippet
+
+    model = "Gemma 3 270M (it's $HOME)"
+    for name, make in SNIPPETS:
+        for key in (None, ODD_KEY):
+            text = make("http://127.0.0.1:8417", model, key)
+            if name.startswith("Python"):
+                compile(text, name, "exec")  # raises on a broken literal
+            else:
+                checked = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
+                assert checked.returncode == 0, (name, text, checked.stderr)
+    exported = agent_snippet("http://127.0.0.1:8417", model, ODD_KEY)
+    shown = subprocess.run(
+        ["bash", "-c", exported + 'printf "%s\\n" "$ANTHROPIC_MODEL" "$ANTHROPIC_AUTH_TOKEN" "$ANTHROPIC_BASE_URL"'],
+        text=True, capture_output=True, check=True,
+    )  # fmt: skip
+    assert shown.stdout.splitlines() == [model, ODD_KEY, "http://127.0.0.1:8417"]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_the_curl_snippet_pasted_into_bash_gets_a_reply_from_the_running_server(qloop, make_page, tmp_path):
+    """The snippet as the page shows it, for a model whose name has spaces and a key with a quote, against the
+    real server on a tiny GGUF the app has loaded: HTTP 200 and a chat completion."""
+    from app.core.params import LoadParams
+    from tests.support.gguf_factory import write_tiny_gguf
+
+    gguf = write_tiny_gguf(tmp_path / "spaced.gguf", name="Tiny Chat 3 270M")
+
+    async def scenario():
+        page = make_page()
+        await page.context.host.load(str(gguf), LoadParams(n_ctx=256))
+        page.port.setValue(0)
+        page.key.setText(ODD_KEY.replace(" ", "-"))  # a key has no spaces (the server refuses them)
+        await page.toggle()
+        assert page.url is not None
+        curl = page.snippet_texts[0].toPlainText()
+        assert "Tiny Chat 3 270M" in curl and page.url in curl
+        process = await asyncio.create_subprocess_exec(
+            "bash", "-c", curl + " -sS -w '\\n%{http_code}'", stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        body, _, status = out.decode().rpartition("\n")
+        assert status == "200", (status, body, err.decode())
+        reply = json.loads(body)
+        assert reply["object"] == "chat.completion" and reply["model"] == "Tiny Chat 3 270M"
+        await page.toggle()
+        await page.context.host.unload(EngineKind.LLAMACPP)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_status_bar_shows_the_running_server_and_its_requests(qloop, make_window):
+    async def scenario():
+        window = await make_window()
+        item = window.status.server_label
+        assert not item.isVisible()
+        page = window.open_path("server")
+        page.port.setValue(0)
+        await page.toggle()
+        url = page.url
+        assert item.isVisible() and url.split("://")[1] in item.text() and "0 requests" in item.text()
+        assert url in window.open_path("batch").app_detail.full_text()  # the batch runner can target it
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            assert (await client.get("/v1/models")).status_code == 200
+        await until(lambda: "1 request" in item.text(), 5)
+        window.show_page("Chat")
+        item.click()
+        assert window.pages.currentWidget() is page
+        await page.toggle()
+        assert not item.isVisible() and "not running" in window.batch_panel.app_detail.full_text()
+
+    qloop.run_until_complete(scenario())

@@ -217,11 +217,11 @@ def test_explicit_gpu_layers_and_custom_chat_format(qtbot, make_page):
 def test_revert_forgets_the_edits(qtbot, make_page):
     page = make_page(CUSTOM)
     page.loading.n_ctx.setValue(1024)
-    page.general.theme.setCurrentText("Light")
+    page.general.restore_last_model.setChecked(True)
     with qtbot.assertNotEmitted(page.settings_saved, wait=20):
         page.revert_button.click()
     assert page.settings() == CUSTOM and not page.save_button.isEnabled()
-    assert page.loading.n_ctx.value() == 8192 and page.general.theme.currentText() == "Dark"
+    assert page.loading.n_ctx.value() == 8192 and not page.general.restore_last_model.isChecked()
 
 
 def test_settings_from_other_pages_show_and_are_kept(qtbot, make_page):
@@ -259,7 +259,14 @@ def test_save_then_reload_round_trips_through_the_file(qtbot, qloop, make_page):
     qloop.run_until_complete(scenario())
 
 
-def test_the_theme_applies_live(qtbot, make_page):
+def _choose_theme(qtbot, page, label: str) -> Settings:
+    """Choose a theme in the list (no Save): the settings it saves at once."""
+    with qtbot.waitSignal(page.settings_saved, timeout=1000) as blocker:
+        page.general.theme.setCurrentText(label)
+    return blocker.args[0]
+
+
+def test_a_chosen_theme_applies_at_once_and_is_saved_alone(qtbot, make_page):
     from PySide6.QtWidgets import QApplication
 
     from app.ui.style.theme import tokens
@@ -267,14 +274,27 @@ def test_the_theme_applies_live(qtbot, make_page):
     app = QApplication.instance()
     with themed("light"):
         page = make_page(Settings(theme="light"))
-        assert not tokens(app.palette()).dark
-        page.general.theme.setCurrentText("Dark")
-        assert not tokens(app.palette()).dark  # only once saved
-        assert _save(qtbot, page).theme == "dark"
-        assert tokens(app.palette()).dark and "QPushButton" in app.styleSheet()
-        page.general.theme.setCurrentText("System")
-        assert _save(qtbot, page).theme == "system"
-        assert not tokens(app.palette()).dark  # the platform's palette is back (light, offscreen)
+        style = app.style()
+        page.loading.n_ctx.setValue(2048)  # an edit that waits for Save
+        saved = _choose_theme(qtbot, page, "Dark")
+        assert saved.theme == "dark" and saved.load.n_ctx == Settings().load.n_ctx  # the theme only
+        assert not tokens(app.palette()).dark  # applied on the next event-loop turn, not inside the combo's signal
+        qtbot.waitUntil(lambda: tokens(app.palette()).dark)
+        assert "QPushButton" in app.styleSheet() and app.style() is style  # palette and sheet; the style stays
+        assert page.changed_fields() == ["load"] and page.save_button.isEnabled()
+        assert _choose_theme(qtbot, page, "System").theme == "system"
+        qtbot.waitUntil(lambda: not tokens(app.palette()).dark)  # the platform's palette is back (light, offscreen)
+        assert _save(qtbot, page).load.n_ctx == 2048
+
+
+def test_showing_the_settings_applies_and_saves_no_theme(make_page):
+    page = make_page(CUSTOM)  # the fields are filled while the page is built and shown
+    saved: list[Settings] = []
+    page.settings_saved.connect(saved.append)
+    page.context.settings.theme = "light"  # another page's change comes in
+    page.settings_changed()
+    assert page.general.theme.currentText() == "Light"
+    assert not page.theme_pending() and saved == []
 
 
 def test_an_unreadable_settings_file_is_never_overwritten(qtbot, qloop, make_page):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import random
 import re
-import statistics
-import time
 from typing import Any
 
 import pytest
@@ -114,9 +112,10 @@ def test_renders_user_text_plainly_and_assistant_markdown(view: TranscriptView) 
 
 
 def test_model_output_cannot_inject_html_or_actions(view: TranscriptView, qtbot) -> None:
-    view.show_messages([Message(Role.ASSISTANT, "<b>x</b> [edit](edit:0) <img src='file:///etc/passwd'>")])
+    text = "<span style='color:red'>x</span> <b onclick='y'>z</b> [edit](edit:0) <img src='file:///etc/passwd'>"
+    view.show_messages([Message(Role.ASSISTANT, text)])
     item = widget(view, 0)
-    assert "<b>x</b>" in view.message_text(0)
+    assert "<span style='color:red'>x</span> <b onclick='y'>z</b>" in view.message_text(0)  # shown as written
     assert anchors(item) == []  # no link survives: edit:0 is not a safe scheme, the image became text
     with qtbot.assertNotEmitted(view.edit_requested):
         click_link(item, "edit:0")
@@ -257,7 +256,7 @@ def test_scroll_to_a_far_message(view: TranscriptView, qtbot) -> None:
     assert item.y() == SCROLL_MARGIN  # its top at the top of the view, exactly, once measured
     assert "Answer 1233" in view.message_text(1233) and 1500 not in view.live_rows()
     assert item.state.highlight
-    qtbot.waitUntil(lambda: not widget(view, 1234).state.highlight, timeout=3000)
+    qtbot.waitUntil(lambda: not widget(view, 1234).state.highlight)
     view.scroll_to_message(5000)  # out of range: ignored
     assert view.message_widget(1234) is not None
 
@@ -354,7 +353,7 @@ def test_deltas_are_coalesced(view: TranscriptView, qtbot) -> None:
     for word in ["many", "tiny", "tokens", "arrive", "at", "once"]:
         view.append_reply(word + " ")
     assert changes == [] and "tokens" not in view.toPlainText()
-    qtbot.waitUntil(lambda: "many tiny tokens arrive at once" in view.toPlainText(), timeout=1000)
+    qtbot.waitUntil(lambda: "many tiny tokens arrive at once" in view.toPlainText())
     assert 1 <= len(changes) <= 2  # one document update for all six deltas
     view.end_reply()
 
@@ -366,8 +365,7 @@ def test_follows_the_bottom_unless_scrolled_up(view: TranscriptView, qtbot) -> N
     for i in range(60):
         view.append_reply(f"Line {i} of a reply that keeps growing.\n\n")
         view.flush()
-    qtbot.wait(10)
-    assert bar.maximum() > 0 and bar.value() == bar.maximum()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum())
     assert widget(view, 40).geometry().bottom() <= view.viewport().height()  # the reply's end is on screen
 
     bar.setValue(bar.maximum() // 2)  # the user scrolls up to read
@@ -422,38 +420,37 @@ def long_reply_tokens(count: int) -> list[str]:
 
 
 def test_cost_per_token_does_not_grow_with_the_reply(view: TranscriptView) -> None:
+    """Each token re-renders the reply's open tail only, never the whole reply (re-rendering it whole made the last
+    tokens ~20x dearer than the first); its speed per flush is `llm-workstation bench render`."""
     tokens = long_reply_tokens(3000)
     view.show_messages([Message(Role.USER, "write a lot")])
     view.begin_reply()
     app = QGuiApplication.instance()
-    times = []
-    for token in tokens:
-        start = time.perf_counter()
+    changes: list[tuple[int, int, int]] = []
+    for count, token in enumerate(tokens):
+        if count == 2000:
+            document = widget(view, 1).body.document()
+            written_before = document.characterCount()
+            document.contentsChange.connect(lambda at, removed, added: changes.append((at, removed, added)))
         view.append_reply(token)
         view.flush()
         app.processEvents()
-        times.append(time.perf_counter() - start)
+    document.contentsChange.disconnect()
     view.end_reply()
-    first, last = statistics.median(times[:100]), statistics.median(times[-100:])
-    print(f"per token: first 100 median {first * 1e3:.3f} ms, last 100 median {last * 1e3:.3f} ms")
-    # Re-rendering the whole reply per token makes the last tokens ~20x dearer than the first ones.
-    assert last <= 3 * first + 0.0003
+    assert changes and written_before > 5_000
+    assert all(removed < 3_000 for _at, removed, _added in changes)  # the tail, not the reply so far
     assert widget(view, 1).body.document().characterCount() > 10_000
 
 
 def test_showing_a_long_chat_costs_what_is_on_screen(view: TranscriptView) -> None:
-    small, large = long_chat(40), long_chat(4000)
-    for messages in (small, large):  # warm up: widgets made, Markdown imported
-        view.show_messages(messages)
-    timings = {}
-    for name, messages in (("small", small), ("large", large)):
+    """Widgets only for the rows on screen, whatever the chat's length (its speed: `llm-workstation bench history`)."""
+    live = {}
+    for name, messages in (("small", long_chat(40)), ("large", long_chat(4000))):
         view.show_messages([Message(Role.USER, "reset")])
-        start = time.perf_counter()
         view.show_messages(messages)
         QGuiApplication.instance().processEvents()
-        timings[name] = time.perf_counter() - start
-    print(f"show 40 messages {timings['small'] * 1e3:.1f} ms, 4000 messages {timings['large'] * 1e3:.1f} ms")
-    assert timings["large"] < timings["small"] + 0.05  # a list of heights is all that grows
+        live[name] = view.live_rows()
+    assert live["large"] and len(live["large"]) <= len(live["small"]) + 2  # a list of heights is all that grows
 
 
 # -- nothing is loaded -------------------------------------------------------------------------------------------
@@ -522,7 +519,8 @@ def test_reply_images_are_never_requested(view: TranscriptView, image_server: Im
     )
     view.show_messages([Message(Role.USER, "show me"), Message(Role.ASSISTANT, reply)])
     stream_reply(view, reply)
-    qtbot.wait(300)  # time for any fetch to reach the server
+    for row in (1, 2):
+        widget(view, row).body.document().size()  # laid out now: any image it would load has been asked for
     assert image_server.connections == 0 and image_server.requests == []
     assert asked == []  # the documents never even ask for them
     for row in (1, 2):
@@ -542,8 +540,8 @@ def test_load_resource_refuses_anything_but_the_apps_own(
         assert body.loadResource(QTextDocument.ResourceType.ImageResource.value, QUrl(url)) is None
     body.setSearchPaths([str(tmp_path)])
     body.setHtml(f'<p><img src="{image_server.base_url}/direct.png"><img src="secret.png"></p>')
-    qtbot.wait(300)
-    assert f"{image_server.base_url}/direct.png" in asked  # HTML that bypasses Markdown asks...
+    body.document().size()  # laid out: its images are asked for
+    qtbot.waitUntil(lambda: f"{image_server.base_url}/direct.png" in asked)  # HTML that bypasses Markdown asks...
     assert image_server.connections == 0  # ...and gets nothing
     image = body.document().resource(QTextDocument.ResourceType.ImageResource.value, QUrl("secret.png"))
     assert image is None
@@ -596,11 +594,8 @@ def test_streamed_table_rerenders_only_what_changed(view: TranscriptView, qtbot,
 
 def test_huge_table_shows_once_without_stalling(view: TranscriptView) -> None:
     text = table_head(50) + "".join(table_row(i, 50) for i in range(5000))
-    start = time.perf_counter()
-    view.show_messages([Message(Role.ASSISTANT, text)])
+    view.show_messages([Message(Role.ASSISTANT, text)])  # its cost is `llm-workstation bench render`
     QGuiApplication.instance().processEvents()
-    elapsed = time.perf_counter() - start
-    assert elapsed < 3.0, f"showing a 5000×50 table took {elapsed:.2f} s"  # ~0.15 s; laid out as a table: ~6 s
     assert "Table of 5,000 rows × 50 columns, shown as text" in view.toPlainText()
     click_link(widget(view, 0), "copy-code:0")
     assert QGuiApplication.clipboard().text() == text.removesuffix("\n")

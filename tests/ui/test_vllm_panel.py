@@ -51,7 +51,7 @@ def two_gpus() -> GpuReadout:
 
 
 async def _idle() -> None:
-    await until(lambda: not running_tasks(), timeout=15)
+    await until(lambda: not running_tasks(), timeout=60)
 
 
 class StubServer:

@@ -6,9 +6,12 @@
                 "messages": [{"role": …, "content": …, "reasoning": …, "status": …, "model": …, "backend": …,
                               "settings": {…}, "stats": {…} | null, "error": … | null, "attachments": [{…}],
                               "tool_calls": [{"id", "name", "arguments", "server", "tool", "approval", "reason",
-                                              "result", "result_bytes", "is_error"}]}]}]}
+                                              "result", "result_bytes", "is_error"}],
+                              "version": 0, "versions": [[{message}, …], …]}]}]}
 
-Version 2 added ``tools`` and ``tool_calls`` (version 1 files read as chats without them). A reader accepts every
+Version 2 added ``tools`` and ``tool_calls`` (version 1 files read as chats without them). Version 3 added a
+message's other versions (``versions``: branches of messages, nested the same way; ``version``: the shown one's
+slot; see ``app.core.chat.versions``); older files read as chats without them. A reader accepts every
 version up to ``VERSION`` and refuses a newer one with a message saying so. Ids are not exported: an imported chat
 gets new ones (and ``forked_from``, an id in another history, is dropped on import). An imported chat's "always
 run" tools are dropped: the file may come from anyone, so its calls ask first again.
@@ -33,7 +36,7 @@ from app.core.chat.tool_use import ChatTools, ToolUse
 from app.core.errors import InvalidInputError
 
 FORMAT = "llm-workstation-chats"
-VERSION = 2
+VERSION = 3
 
 
 class ChatFileError(InvalidInputError):
@@ -62,12 +65,13 @@ def _chat(conversation: Conversation) -> dict[str, Any]:
         "forked_from": conversation.forked_from,
         "forked_at": conversation.forked_at,
         "tools": conversation.tools.to_dict(),
-        "messages": [_message(message) for message in conversation.messages],
+        "messages": [message_dict(message) for message in conversation.messages],
     }
 
 
-def _message(message: Message) -> dict[str, Any]:
-    return {
+def message_dict(message: Message) -> dict[str, Any]:
+    """A message as the export writes it (its other versions nested the same way; no id)."""
+    data: dict[str, Any] = {
         "role": str(message.role),
         "content": message.content,
         "reasoning": message.reasoning,
@@ -80,6 +84,10 @@ def _message(message: Message) -> dict[str, Any]:
         "attachments": [attachment.to_dict() for attachment in message.attachments],
         "tool_calls": [call.to_dict() for call in message.tool_calls],
     }
+    if message.versions:
+        data["version"] = message.version
+        data["versions"] = [[message_dict(m) for m in branch] for branch in message.versions]
+    return data
 
 
 def is_chat_document(data: Any) -> bool:
@@ -110,7 +118,7 @@ def _read_chat(data: Any, where: str) -> Conversation:
     return Conversation(
         title=_text(data.get("title"), where, "title") or "Imported chat",
         system_prompt=_text(data.get("system_prompt"), where, "system_prompt"),
-        messages=[_read_message(m, f"{where}, message {i + 1}") for i, m in enumerate(data["messages"])],
+        messages=[read_message(m, f"{where}, message {i + 1}") for i, m in enumerate(data["messages"])],
         updated_at=_number(data.get("updated_at")),
         pinned=bool(data.get("pinned")),
         folder=_text(data.get("folder"), where, "folder"),
@@ -119,7 +127,8 @@ def _read_chat(data: Any, where: str) -> Conversation:
     )
 
 
-def _read_message(data: Any, where: str) -> Message:
+def read_message(data: Any, where: str) -> Message:
+    """A message from its export form (``message_dict``); ``ChatFileError`` says what is wrong at ``where``."""
     if not isinstance(data, dict):
         raise ChatFileError(f"{where} is not an object.")
     role = _enum(Role, data.get("role"), None)
@@ -128,6 +137,7 @@ def _read_message(data: Any, where: str) -> Message:
     status = _enum(MessageStatus, data.get("status"), MessageStatus.COMPLETE)
     settings = data.get("settings")
     stats = data.get("stats")
+    versions, version = read_versions(data.get("versions"), data.get("version"), where)
     return Message(
         role=role,
         content=_text(data.get("content"), where, "content"),
@@ -140,7 +150,23 @@ def _read_message(data: Any, where: str) -> Message:
         reasoning=_text(data.get("reasoning"), where, "reasoning"),
         attachments=_attachments(data.get("attachments"), where),
         tool_calls=_tool_calls(data.get("tool_calls"), where),
+        versions=versions,
+        version=version,
     )
+
+
+def read_versions(items: Any, slot: Any, where: str) -> tuple[list[list[Message]], int]:
+    """A message's other versions (branches of messages, as ``message_dict`` writes them) and the shown one's slot,
+    clamped to them; ``ChatFileError`` says what is wrong at ``where``."""
+    if not isinstance(items, list) or not items:
+        return [], 0
+    out = []
+    for b, branch in enumerate(items):
+        if not isinstance(branch, list) or not branch:
+            raise ChatFileError(f"{where}, version {b + 1} is not a list of messages.")
+        out.append([read_message(m, f"{where}, version {b + 1}, message {i + 1}") for i, m in enumerate(branch)])
+    slot = slot if isinstance(slot, int) and not isinstance(slot, bool) else len(out)
+    return out, min(max(slot, 0), len(out))
 
 
 _CALL_TEXT = ("id", "name", "arguments", "server", "tool", "reason")

@@ -99,6 +99,10 @@ class Message:
     reasoning: str = ""  # the model's thinking, kept apart from ``content`` (which never holds <think> tags)
     attachments: list[Attachment] = field(default_factory=list)
     tool_calls: list[ToolUse] = field(default_factory=list)  # a reply's tool calls, in order, with their results
+    # the other versions of this place (regenerated replies, edited questions), each with the messages that came
+    # after it, and the slot of this one among them: see app.core.chat.versions
+    versions: list[list[Message]] = field(default_factory=list, repr=False)
+    version: int = 0
 
     def as_prompts(self, attachments_dir: str = "") -> list[dict[str, Any]]:
         """The message as a model is sent it (``as_prompt``), followed by one ``tool`` message per tool call."""

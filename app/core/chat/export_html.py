@@ -1,5 +1,6 @@
 """A chat as one self-contained HTML file: styles inline (light, and dark where the reader's system prefers it),
-code blocks coloured, the thinking in ``<details>``, images embedded as data URIs, the models and settings used.
+code blocks coloured, the thinking in ``<details>``, images embedded as data URIs, the models and settings used,
+a message's other versions (each with the messages that followed it) in a collapsed "Other versions" block.
 
 Message text is Markdown rendered as the app renders it (raw HTML in it escaped, links limited to http(s) and
 mailto); the view's own "Copy code" links are left out.
@@ -18,6 +19,7 @@ from app.core.chat.export_text import chat_facts, message_notes, speaker
 from app.core.chat.markdown import render_markdown
 from app.core.chat.tool_calls_view import arguments_text, call_heading, sent_note
 from app.core.chat.tool_use import ToolUse
+from app.core.chat.versions import other_slots, version_count
 
 ImageData = Callable[[Attachment], bytes | None]  # an attachment's bytes; None when its file is not there
 _COPY_LINK = re.compile(r'<p class="code-actions"><a href="copy-code:\d+">Copy code</a></p>\n?')
@@ -33,6 +35,7 @@ header p { color: #5b616b; margin: 0.2rem 0; }
 .speaker { font-weight: 600; }
 .meta { color: #5b616b; font-size: 0.85rem; }
 details { color: #5b616b; margin: 0.4rem 0; }
+details.versions { color: inherit; border-left: 3px solid #d9dce1; padding-left: 0.8rem; }
 details.tool { color: inherit; border: 1px solid #d9dce1; border-radius: 6px; padding: 0.3rem 0.6rem; }
 pre { background: %(light_bg)s; padding: 0.6rem; border-radius: 6px; overflow-x: auto; white-space: pre-wrap; }
 img { max-width: 100%%; border-radius: 6px; }
@@ -80,9 +83,10 @@ def _facts(conversation: Conversation, origin_title: str | None) -> str:
     return "".join(f'<p class="fact">{html.escape(fact)}</p>' for fact in chat_facts(conversation, origin_title))
 
 
-def _message(message: Message, index: int, image_data: ImageData | None) -> str:
+def _message(message: Message, index: int, image_data: ImageData | None, anchored: bool = True) -> str:
     role = str(message.role)
-    out = [f'<section class="message {role}" id="m{index}">',
+    anchor = f' id="m{index}"' if anchored else ""  # a kept version's messages have no anchor of their own
+    out = [f'<section class="message {role}"{anchor}>',
            f'<div class="speaker">{index}. {html.escape(speaker(message))}</div>']  # fmt: skip
     if message.reasoning.strip():
         out.append(f"<details><summary>Thinking</summary>{_markdown(message.reasoning)}</details>")
@@ -93,8 +97,22 @@ def _message(message: Message, index: int, image_data: ImageData | None) -> str:
     meta = " · ".join(message_notes(message))
     if meta:
         out.append(f'<div class="meta">{html.escape(meta)}</div>')
+    out.extend(_versions(message, index, image_data))
     out.append("</section>")
     return "\n".join(out)
+
+
+def _versions(message: Message, index: int, image_data: ImageData | None) -> list[str]:
+    """The other versions of the message's place, collapsed; each branch numbered from the place on."""
+    if not message.versions:
+        return []
+    count = version_count(message)
+    out = [f'<div class="meta">Version {message.version + 1} of {count}</div>',
+           f'<details class="versions"><summary>Other versions ({count - 1})</summary>']  # fmt: skip
+    for slot, branch in other_slots(message):
+        out.append(f"<h4>Version {slot + 1} of {count}</h4>")
+        out.extend(_message(later, index + offset, image_data, anchored=False) for offset, later in enumerate(branch))
+    return [*out, "</details>"]
 
 
 def _tool_call(call: ToolUse) -> str:

@@ -1,5 +1,6 @@
 """A chat as a Markdown document: a header (models, settings, origin), then each message under its speaker, the
-thinking in a collapsed ``<details>`` block, images as links to their files."""
+thinking in a collapsed ``<details>`` block, images as links to their files, a message's other versions (each with
+the messages that followed it) in a collapsed "Other versions" block."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from app.core.chat.conversation import Attachment, Conversation, Message
 from app.core.chat.export_text import chat_facts, message_notes, speaker
 from app.core.chat.tool_calls_view import arguments_text, call_heading, fenced, sent_note
 from app.core.chat.tool_use import ToolUse
+from app.core.chat.versions import other_slots, version_count
 
 ImageLink = Callable[[Attachment], str | None]  # an attachment's file as a URL; None when it is not there
 
@@ -42,7 +44,21 @@ def _message(message: Message, index: int, image_link: ImageLink | None) -> list
         lines += _tool_call(call)
     if notes := message_notes(message):
         lines += [f"*{' · '.join(notes)}*", ""]
-    return lines
+    return lines + _versions(message, index, image_link)
+
+
+def _versions(message: Message, index: int, image_link: ImageLink | None) -> list[str]:
+    """The other versions of the message's place, collapsed; each branch numbered from the place on."""
+    if not message.versions:
+        return []
+    count = version_count(message)
+    lines = [f"*Version {message.version + 1} of {count}*", "",
+             f"<details><summary>Other versions ({count - 1})</summary>", ""]  # fmt: skip
+    for slot, branch in other_slots(message):
+        lines += [f"#### Version {slot + 1} of {count}", ""]
+        for offset, later in enumerate(branch):
+            lines += _message(later, index + offset, image_link)
+    return [*lines, "</details>", ""]
 
 
 def _tool_call(call: ToolUse) -> list[str]:

@@ -53,4 +53,6 @@ def _copy(message: Message) -> Message:
         stats=dataclasses.replace(message.stats) if message.stats else None,
         attachments=list(message.attachments),
         tool_calls=[dataclasses.replace(call) for call in message.tool_calls],
+        versions=[],  # a fork is the path it was made from; the other versions stay in the source chat
+        version=0,
     )

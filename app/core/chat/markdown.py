@@ -1,7 +1,8 @@
 """Markdown to HTML for chat replies, whole or incrementally while tokens stream in.
 
-Model output is untrusted: raw HTML in it is escaped, and links may only point to http(s) or mailto,
-so a reply cannot forge the view's own action links (``copy-code:N``, ``edit:N``, ...).
+Model output is untrusted: raw HTML in it is escaped (but for the bare inline tags models write, ``<b>``, ``<i>``,
+``<br>`` …, see :mod:`app.core.chat.inline_html`), and links may only point to http(s) or mailto, so a reply
+cannot forge the view's own action links (``copy-code:N``, ``edit:N``, ...).
 
 Fenced and indented code blocks become ``<pre class="code">`` preceded by a ``copy-code:N`` link; N is the
 index of the block's text in a caller-supplied list, so one list can number every block of a document. A fence
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # markdown-it (~90 ms) is imported on the first render, not w
     from markdown_it.token import Token
 
 from app.core.chat import code_highlight
+from app.core.chat.inline_html import safe_inline_html
 from app.core.markdown_tables import TABLE_TEXT_CHARS, big_table, row_cells, table_rows, table_text_html
 
 __all__ = ["LIVE_TABLE_ROWS", "MarkdownStream", "StreamUpdate", "render_markdown"]
@@ -131,6 +133,7 @@ def _parser() -> MarkdownIt:
     md.validateLink = _safe_link  # type: ignore[method-assign]
     md.block.ruler.before("table", "big_table", big_table)
     md.core.ruler.after("inline", "images_as_links", _images_as_links)
+    md.core.ruler.after("images_as_links", "safe_inline_html", safe_inline_html)
     md.add_render_rule("fence", _render_code)
     md.add_render_rule("code_block", _render_code)
     md.add_render_rule("table_text", _render_table_text)

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from app.core import errors, safe_json
+from app.core.chat import chat_json
 from app.core.chat.conversation import (
     Attachment,
     Conversation,
@@ -195,8 +196,23 @@ def _to_v4(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE conversations ADD COLUMN tools_json TEXT")
 
 
+def _to_v5(conn: sqlite3.Connection) -> None:
+    """Versions of a message (Regenerate and Edit keep what they replace; see ``app.core.chat.versions``): one JSON
+    column on the path's message, ``{"version": slot, "branches": [[message, …], …]}``, each message in the chat
+    export's form (``chat_json.message_dict``, nested versions included). A column rather than a table: the path
+    stays the ``messages`` rows, so search, paging, forks and counts read only what shows, and a place's versions
+    are read and written with the message that holds them (switching a version rewrites the tail's rows)."""
+    conn.execute("ALTER TABLE messages ADD COLUMN versions_json TEXT")
+
+
+def _to_v6(conn: sqlite3.Connection) -> None:
+    """Delete with undo: a deleted chat is first only marked (``deleted_at``), hidden from every list, count and
+    search, and purged for good when its undo time is over (or, after a crash, at the next start)."""
+    conn.execute("ALTER TABLE conversations ADD COLUMN deleted_at REAL")
+
+
 # _MIGRATIONS[n] takes a database from schema version n to n + 1; append new steps, never edit old ones.
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4)
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4, _to_v5, _to_v6)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -312,15 +328,32 @@ def _message_fields(message: Message) -> dict[str, Any]:
         "reasoning": message.reasoning,
         "attachments_json": json.dumps([a.to_dict() for a in message.attachments]) if message.attachments else None,
         "tool_calls_json": json.dumps([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
+        "versions_json": _versions_json(message) if message.versions else None,
     }
+
+
+def _versions_json(message: Message) -> str:
+    branches = [[chat_json.message_dict(m) for m in branch] for branch in message.versions]
+    return json.dumps({"version": message.version, "branches": branches}, default=str)
+
+
+def _versions(text: str, message_id: int) -> tuple[list[list[Message]], int]:
+    """A message's other versions and its slot; damaged ones read as none (logged) so the chat still opens."""
+    what = f"the versions of message {message_id}"
+    try:
+        data = safe_json.loads_object(text, what=what, max_bytes=None)
+        return chat_json.read_versions(data.get("branches"), data.get("version"), what)
+    except (safe_json.JsonError, chat_json.ChatFileError, TypeError, AttributeError) as exc:
+        log.warning("History: %s are unreadable (%s); shown without them.", what, exc)
+        return [], 0
 
 
 _INSERT_MESSAGE = """INSERT INTO messages (conversation_id, position, role, content, status, model, backend,
                                           settings_json, stats_json, error, created_at, reasoning, attachments_json,
-                                          tool_calls_json)
+                                          tool_calls_json, versions_json)
                       VALUES (:conversation_id, :position, :role, :content, :status, :model, :backend,
                               :settings_json, :stats_json, :error, :created_at, :reasoning, :attachments_json,
-                              :tool_calls_json)"""
+                              :tool_calls_json, :versions_json)"""
 
 
 def _message_rows(conversation_id: int, messages: Iterable[Message], created_at: float) -> Iterator[dict[str, Any]]:
@@ -336,7 +369,7 @@ def _message_rows(conversation_id: int, messages: Iterable[Message], created_at:
 
 _MESSAGE_COLUMNS = (
     "id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, attachments_json, "
-    "tool_calls_json"
+    "tool_calls_json, versions_json"
 )
 _ROLES = {str(role): role for role in Role}
 _STATUSES = {str(status): status for status in MessageStatus}
@@ -346,7 +379,8 @@ _FAST_JSON_CHARS = 4096  # shorter JSON cannot nest deep enough to matter: parse
 def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
     """A message from a row of ``_MESSAGE_COLUMNS`` (in that order): ~3,000 a chat open, so kept lean."""
     message_id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, *rest = row
-    attached, calls = rest
+    attached, calls, versions = rest
+    others, slot = _versions(versions, message_id) if versions else ([], 0)
     return Message(
         role=_ROLES.get(role) or Role(role),
         content=content,
@@ -360,6 +394,8 @@ def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
         reasoning=reasoning,
         attachments=_attachments(attached, message_id) if attached else [],
         tool_calls=_tool_calls(calls, message_id) if calls else [],
+        versions=others,
+        version=slot,
     )
 
 
@@ -437,11 +473,12 @@ _SEARCH = """SELECT m.conversation_id, c.title, m.id, m.position, m.role,
                      snippet(messages_fts, -1, ?, ?, '…', 14)
               FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
                    JOIN conversations c ON c.id = m.conversation_id
-              WHERE messages_fts MATCH ? ORDER BY messages_fts.rowid DESC LIMIT ?"""
+              WHERE messages_fts MATCH ? AND c.deleted_at IS NULL ORDER BY messages_fts.rowid DESC LIMIT ?"""
+_LIVE = "deleted_at IS NULL"  # a chat not deleted (a deleted one waits for its purge, see ``mark_deleted``)
 
 
 def _chat_filter(pinned: bool | None, folder: str | None) -> tuple[list[str], tuple[Any, ...]]:
-    where: list[str] = []
+    where: list[str] = [_LIVE]
     params: list[Any] = []
     if pinned is not None:
         where.append("pinned = ?")
@@ -526,13 +563,15 @@ class ConversationStore:
     def list_conversations(self) -> list[tuple[int, str, float]]:
         """(id, title, updated_at) of every conversation, most recently active first."""
         with self._reading() as conn:
-            rows = conn.execute("SELECT id, title, updated_at FROM conversations ORDER BY updated_at DESC, id DESC")
+            rows = conn.execute(
+                f"SELECT id, title, updated_at FROM conversations WHERE {_LIVE} ORDER BY updated_at DESC, id DESC"
+            )
             return [(row["id"], row["title"], row["updated_at"]) for row in rows]
 
     def count_conversations(self) -> int:
         """How many conversations the store holds."""
         with self._reading() as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
+            return int(conn.execute(f"SELECT COUNT(*) FROM conversations WHERE {_LIVE}").fetchone()[0])
 
     def conversations_page(
         self,
@@ -554,7 +593,7 @@ class ConversationStore:
         if after is not None:
             cursor.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
         clause = f" WHERE {' AND '.join(cursor)}" if cursor else ""
-        count_clause = f" WHERE {' AND '.join(where)}" if where else ""
+        count_clause = f" WHERE {' AND '.join(where)}"
         args = (*params, *((after[0], after[0], after[1]) if after is not None else ()))
         with self._reading() as conn:
             rows = conn.execute(
@@ -567,17 +606,19 @@ class ConversationStore:
         return ConversationPage(chats, total, (chats[-1].updated_at, chats[-1].id) if more else None)
 
     def summary(self, conversation_id: int) -> ChatInfo | None:
-        """A chat's list row (title, time, pin, folder) without its messages; None when there is no such chat."""
+        """A chat's list row (title, time, pin, folder) without its messages; None when there is no such chat (or
+        it is deleted)."""
         with self._reading() as conn:
             row = conn.execute(
-                "SELECT id, title, updated_at, pinned, folder FROM conversations WHERE id = ?", (conversation_id,)
+                f"SELECT id, title, updated_at, pinned, folder FROM conversations WHERE id = ? AND {_LIVE}",
+                (conversation_id,),
             ).fetchone()
         return ChatInfo(row[0], row[1], row[2], bool(row[3]), row[4]) if row else None
 
     def folders(self) -> list[str]:
         """The folder names in use, sorted (case-insensitively)."""
         with self._reading() as conn:
-            rows = conn.execute("SELECT DISTINCT folder FROM conversations WHERE folder != ''").fetchall()
+            rows = conn.execute(f"SELECT DISTINCT folder FROM conversations WHERE folder != '' AND {_LIVE}").fetchall()
         return sorted((row[0] for row in rows), key=str.casefold)
 
     def chats_with_counts(self) -> list[tuple[int, str, float, int]]:
@@ -586,7 +627,7 @@ class ConversationStore:
             rows = conn.execute(
                 """SELECT c.id, c.title, c.updated_at,
                           (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id)
-                   FROM conversations c ORDER BY c.updated_at DESC, c.id DESC"""
+                   FROM conversations c WHERE c.deleted_at IS NULL ORDER BY c.updated_at DESC, c.id DESC"""
             ).fetchall()
         return [(row[0], row[1], row[2], row[3]) for row in rows]
 
@@ -673,7 +714,11 @@ class ConversationStore:
         )
 
     def rename(self, conversation_id: int, title: str) -> None:
-        """Change a conversation's title (its place in the newest-first list stays)."""
+        """Change a conversation's title (its place in the newest-first list stays); spaces and line breaks are
+        collapsed, and an empty title raises ``InvalidInputError``."""
+        title = " ".join(title.split())
+        if not title:
+            raise errors.InvalidInputError("A chat needs a name: type at least one character.")
         with self._writing() as conn:
             self._require_conversation(conn, conversation_id)
             conn.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
@@ -711,6 +756,31 @@ class ConversationStore:
         with self._writing() as conn:
             conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
+    # -- delete with undo: mark, then restore or purge
+
+    def mark_deleted(self, conversation_id: int) -> None:
+        """Hide a conversation from every list, count and search, keeping all of it (messages, pin, folder) until
+        ``restore`` brings it back or ``purge`` deletes it; not counted as activity."""
+        self._set_column(conversation_id, "deleted_at", time.time())
+
+    def restore(self, conversation_id: int) -> None:
+        """Undo ``mark_deleted``: the chat is back where it was, with everything it held."""
+        self._set_column(conversation_id, "deleted_at", None)
+
+    def purge(self, conversation_id: int) -> bool:
+        """Delete for good a conversation marked deleted (one not marked is left alone); True when it went."""
+        with self._writing() as conn:
+            cur = conn.execute(f"DELETE FROM conversations WHERE id = ? AND NOT {_LIVE}", (conversation_id,))
+            return cur.rowcount > 0
+
+    def purge_deleted(self) -> list[str]:
+        """Delete for good every conversation still marked deleted (the app stopped before their undo time was
+        over); returns their titles."""
+        with self._writing() as conn:
+            rows = conn.execute(f"SELECT id, title FROM conversations WHERE NOT {_LIVE} ORDER BY id").fetchall()
+            conn.executemany("DELETE FROM conversations WHERE id = ?", [(row[0],) for row in rows])
+        return [row[1] for row in rows]
+
     # -- messages
 
     def append_message(self, conversation_id: int, message: Message) -> Message:
@@ -746,7 +816,7 @@ class ConversationStore:
                 """UPDATE messages SET content = :content, status = :status, model = :model, backend = :backend,
                                        settings_json = :settings_json, stats_json = :stats_json, error = :error,
                                        reasoning = :reasoning, attachments_json = :attachments_json,
-                                       tool_calls_json = :tool_calls_json
+                                       tool_calls_json = :tool_calls_json, versions_json = :versions_json
                    WHERE id = :id""",
                 {"id": message.id, **_message_fields(message)},
             )
@@ -773,6 +843,22 @@ class ConversationStore:
             )
             self._touch(conn, conversation_id)
             return cur.rowcount
+
+    def replace_tail(self, conversation_id: int, index: int, messages: list[Message]) -> list[int]:
+        """Make ``messages`` the conversation's messages from position ``index`` on (those there go), in one
+        transaction (switching a message's version swaps the tail after it); returns the new rows' ids."""
+        with self._writing() as conn:
+            self._require_conversation(conn, conversation_id)
+            conn.execute("DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, index))
+            ids: list[int] = []
+            for position, message in enumerate(messages, start=index):
+                row = {"conversation_id": conversation_id, "position": position, "role": str(message.role),
+                       "created_at": time.time(), **_message_fields(message)}  # fmt: skip
+                cur = conn.execute(_INSERT_MESSAGE, row)
+                assert cur.lastrowid is not None
+                ids.append(cur.lastrowid)
+            self._touch(conn, conversation_id)
+        return ids
 
     def recover_interrupted(self) -> int:
         """At start-up: mark every reply still STREAMING (the app died mid-reply) INTERRUPTED; returns how many."""
@@ -918,6 +1004,22 @@ class AsyncConversationStore:
         """See ``ConversationStore.delete``."""
         await self._call(self.store.delete, conversation_id)
 
+    async def mark_deleted(self, conversation_id: int) -> None:
+        """See ``ConversationStore.mark_deleted``."""
+        await self._call(self.store.mark_deleted, conversation_id)
+
+    async def restore(self, conversation_id: int) -> None:
+        """See ``ConversationStore.restore``."""
+        await self._call(self.store.restore, conversation_id)
+
+    async def purge(self, conversation_id: int) -> bool:
+        """See ``ConversationStore.purge``."""
+        return await self._call(self.store.purge, conversation_id)
+
+    async def purge_deleted(self) -> list[str]:
+        """See ``ConversationStore.purge_deleted``."""
+        return await self._call(self.store.purge_deleted)
+
     async def append_message(self, conversation_id: int, message: Message) -> Message:
         """See ``ConversationStore.append_message``; sets ``message.id`` on the caller's object."""
         stored = await self._call(self.store.append_message, conversation_id, copy.deepcopy(message))
@@ -931,6 +1033,10 @@ class AsyncConversationStore:
     async def truncate_after(self, conversation_id: int, message_id: int, inclusive: bool) -> int:
         """See ``ConversationStore.truncate_after``."""
         return await self._call(self.store.truncate_after, conversation_id, message_id, inclusive)
+
+    async def replace_tail(self, conversation_id: int, index: int, messages: list[Message]) -> list[int]:
+        """See ``ConversationStore.replace_tail``; the messages are copied when the call starts."""
+        return await self._call(self.store.replace_tail, conversation_id, index, copy.deepcopy(messages))
 
     async def recover_interrupted(self) -> int:
         """See ``ConversationStore.recover_interrupted``."""

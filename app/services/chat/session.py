@@ -1,5 +1,8 @@
 """One conversation driven through the engine host: send, stream, stop, regenerate, edit, continue — always saved.
 
+Regenerate and Edit keep what they replace as versions of that message (see ``app.core.chat.versions``);
+``show_version`` switches a message to another of its versions, and the rest of the chat follows it.
+
 A new chat is a draft until its first message: it is stored then (with any messages a preset seeded), so no
 empty chats pile up in the history.
 
@@ -30,6 +33,7 @@ from app.core.chat.conversation import (
 from app.core.chat.overflow import ContextFullError
 from app.core.chat.thinking import ThinkingChoice
 from app.core.chat.tool_use import MAX_ROUNDS, Approval, ChatTools
+from app.core.chat.versions import Branch, branches, switched
 from app.core.errors import AppError, BusyError
 from app.core.lazy_import import lazy_import
 from app.core.params import GenerationOptions, SamplingParams
@@ -177,6 +181,10 @@ class ChatSession:
     async def send(self, text: str, attachments: Sequence[Attachment] = ()) -> Message | None:
         """Save the user's message (with its images, already in the attachments folder), then generate and save
         the reply. Returns the reply."""
+        return await self._send(text, attachments, [])
+
+    async def _send(self, text: str, attachments: Sequence[Attachment], kept: list[Branch]) -> Message | None:
+        """``send``; the new message holds ``kept``, the versions of its place (an edit's)."""
         conversation = await self._current()
         if conversation.title == NEW_TITLE:
             conversation.title = title_from(text or ", ".join(a.name for a in attachments) or NEW_TITLE)
@@ -184,7 +192,8 @@ class ChatSession:
                 await self.store.rename(conversation.id, conversation.title)
         await self._stored()
         assert conversation.id is not None
-        user = await self.store.append_message(conversation.id, Message(Role.USER, text, attachments=[*attachments]))
+        message = Message(Role.USER, text, attachments=[*attachments], versions=kept, version=len(kept))
+        user = await self.store.append_message(conversation.id, message)
         conversation.messages.append(user)
         self.observer.conversation_changed(conversation)
         return await self._generate()
@@ -201,24 +210,46 @@ class ChatSession:
         return await self._generate(continuing=last)
 
     async def regenerate(self) -> Message | None:
-        """Replace the last reply with a new one."""
+        """A new version of the last reply; the one it replaces is kept as another version (an empty one is not)."""
         conversation = await self._current()
         last = conversation.messages[-1] if conversation.messages else None
+        kept: list[Branch] = []
         if last is not None and last.role is Role.ASSISTANT:
+            kept = branches(conversation.messages, len(conversation.messages) - 1)
+            if not (last.content or last.reasoning or last.tool_calls):
+                del kept[last.version]
             await self._truncate_from(len(conversation.messages) - 1)
         if not conversation.messages:
             return None
         self.observer.conversation_changed(conversation)
-        return await self._generate()
+        return await self._generate(kept=kept)
 
     async def edit_and_resend(self, index: int, text: str) -> Message | None:
-        """Replace the user message at ``index`` (dropping everything after it) and answer it anew."""
+        """A new version of the user message at ``index``, answered anew; the old one and everything after it are
+        kept as its other version (``show_version`` brings them back)."""
         conversation = await self._current()
         if not (0 <= index < len(conversation.messages)) or conversation.messages[index].role is not Role.USER:
             raise ValueError(f"message {index} is not a user message")
         images = conversation.messages[index].attachments  # the edited message keeps its images
+        kept = branches(conversation.messages, index)
         await self._truncate_from(index)
-        return await self.send(text, images)
+        return await self._send(text, images, kept)
+
+    async def show_version(self, index: int, slot: int) -> None:
+        """Show version ``slot`` (0-based) of message ``index``; the messages after it follow that version (the
+        ones shown before are kept with the version they followed). Saved at once."""
+        if self.generating:
+            raise BusyError("A reply is being generated. Stop it first.")
+        conversation = await self._current()
+        if not 0 <= index < len(conversation.messages):
+            raise ValueError(f"there is no message {index}")
+        tail = switched(conversation.messages, index, slot)
+        if conversation.id is not None:
+            ids = await self.store.replace_tail(conversation.id, index, tail)
+            for message, message_id in zip(tail, ids, strict=True):
+                message.id = message_id
+        conversation.messages[index:] = tail
+        self.observer.conversation_changed(conversation)
 
     def stop(self) -> None:
         """Stop this chat's reply (on engines that run several replies, only this one): its text, its tool calls
@@ -272,7 +303,7 @@ class ChatSession:
             await self.store.truncate_after(conversation.id, message.id, inclusive=True)
         del conversation.messages[index:]
 
-    async def _generate(self, continuing: Message | None = None) -> Message | None:
+    async def _generate(self, continuing: Message | None = None, kept: list[Branch] | None = None) -> Message | None:
         """One reply, then while it calls tools (at most ``MAX_ROUNDS`` rounds): settle its calls and let the model
         answer again from their results. A cap ends it with the last round's calls settled (Continue goes on)."""
         if self.generating:
@@ -282,7 +313,7 @@ class ChatSession:
         reply: Message | None = None
         try:
             await tool_loop.start_servers(self.mcp, conversation.tools)
-            reply = await self._reply_round(conversation, continuing, 0)
+            reply = await self._reply_round(conversation, continuing, 0, kept or [])
             rounds = 1
             while reply.tool_calls and reply.status is MessageStatus.COMPLETE and not self._stopped:
                 await self._settle(reply)
@@ -296,8 +327,11 @@ class ChatSession:
                 self.observer.reply_finished(reply)
         return reply
 
-    async def _reply_round(self, conversation: Conversation, continuing: Message | None, round_: int) -> Message:
-        """One model reply (the chat's tools offered), streamed and saved."""
+    async def _reply_round(
+        self, conversation: Conversation, continuing: Message | None, round_: int, kept: list[Branch] | None = None
+    ) -> Message:
+        """One model reply (the chat's tools offered), streamed and saved; it holds ``kept``, the versions of its
+        place (a regenerated reply's)."""
         assert conversation.id is not None
         sampling = self._sampling()
         refused: ContextFullError | None = None
@@ -311,6 +345,7 @@ class ChatSession:
         earlier = continuing.stats if continuing is not None else None
         if continuing is None:
             reply = self._new_reply(sampling)
+            reply.versions, reply.version = list(kept or []), len(kept or [])
             record_fit(reply.settings, fit_notes)
             await self.store.append_message(conversation.id, reply)
             conversation.messages.append(reply)
@@ -396,6 +431,8 @@ class ChatSession:
             if self.engine is not EngineKind.LLAMACPP:  # the llama.cpp worker reads the images itself
                 prompt = await inline_images(prompt)
             stream = self._stream = self.host.stream_chat(self.engine, prompt, sampling, options)
+            if self._stopped:  # Stop came while the prompt was being prepared (or waited for its turn)
+                stream.stop()
             if stream.waiting:
                 self.observer.reply_queued(stream.place or 0)
             async for delta in stream:

@@ -138,8 +138,10 @@ class ChatWorkspace:
         return await self.store.list_conversations() if self.store else []
 
     async def delete_chat(self, chat_id: int) -> None:
+        """Mark a chat deleted (the store keeps it for an undo: ``restore`` or ``purge``); when it is the chat shown,
+        show the newest other one (or a new chat)."""
         assert self.session is not None and self.store is not None
-        await self.store.delete(chat_id)
+        await self.store.mark_deleted(chat_id)
         if self.session.conversation and self.session.conversation.id == chat_id:
             chats = await self.store.list_conversations()
             if chats:

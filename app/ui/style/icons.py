@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from PySide6.QtCore import QByteArray, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtCore import QByteArray, QRect, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QGuiApplication, QIcon, QIconEngine, QPainter, QPalette, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 
 # 24×24, stroke only; "currentColor" is replaced by the palette colour.
@@ -19,6 +19,8 @@ _PATHS: dict[str, str] = {
     "monitor": '<path d="M3 12h4l3-7 4 14 3-7h4"/>',
     "server": '<rect x="4" y="4" width="16" height="6" rx="1"/><rect x="4" y="14" width="16" height="6" rx="1"/>'
     '<path d="M8 7h.01M8 17h.01"/>',
+    "vllm": '<path d="M13 3L5 14h6l-1 7 8-11h-6z"/>',  # a bolt: the fast serving engine
+    "api": '<path d="M9 3v5M15 3v5M6 8h12v3a6 6 0 0 1-12 0zM12 17v4"/>',  # a plug: other programs connect here
     "settings": '<path d="M4 6h10M18 6h2M4 12h4M12 12h8M4 18h12M20 18h0"/>'
     '<circle cx="16" cy="6" r="2"/><circle cx="10" cy="12" r="2"/><circle cx="18" cy="18" r="2"/>',
     "send": '<path d="M12 19V5M6 11l6-6 6 6"/>',
@@ -82,16 +84,45 @@ def _pixmap(name: str, color: str, size: int, ratio: float) -> QPixmap:
 
 
 def icon(name: str, color: QColor | None = None, sizes: tuple[int, ...] = (16, 20, 24)) -> QIcon:
-    """The named icon in ``color`` (default: the palette's button text), greyed when disabled."""
+    """The named icon in ``color``, greyed when disabled. With no colour it is drawn in the application palette's
+    button text of the moment, so it follows a theme switch by itself; one in a given colour is redrawn by its
+    owner when the palette changes."""
+    if color is None:
+        return QIcon(PaletteIconEngine(name))
     palette = QGuiApplication.palette()
-    normal = color or palette.color(QPalette.ColorRole.ButtonText)
     disabled = palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText)
     ratio = max(1.0, _device_ratio())
     result = QIcon()
     for size in sizes:
-        result.addPixmap(_pixmap(name, normal.name(), size, ratio), QIcon.Mode.Normal)
+        result.addPixmap(_pixmap(name, color.name(), size, ratio), QIcon.Mode.Normal)
         result.addPixmap(_pixmap(name, disabled.name(), size, ratio), QIcon.Mode.Disabled)
     return result
+
+
+class PaletteIconEngine(QIconEngine):
+    """Draws an icon of the set at the size asked for, in the colour the application palette gives now."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def scaledPixmap(self, size: QSize, mode: QIcon.Mode, state: QIcon.State, scale: float) -> QPixmap:
+        group = QPalette.ColorGroup.Disabled if mode == QIcon.Mode.Disabled else QPalette.ColorGroup.Normal
+        colour = QGuiApplication.palette().color(group, QPalette.ColorRole.ButtonText)
+        return _pixmap(self.name, colour.name(), max(1, min(size.width(), size.height())), max(1.0, scale))
+
+    def pixmap(self, size: QSize, mode: QIcon.Mode, state: QIcon.State) -> QPixmap:
+        return self.scaledPixmap(size, mode, state, _device_ratio())
+
+    def paint(self, painter: QPainter, rect: QRect, mode: QIcon.Mode, state: QIcon.State) -> None:
+        ratio = painter.device().devicePixelRatioF() if painter.device() is not None else 1.0
+        painter.drawPixmap(rect, self.scaledPixmap(rect.size(), mode, state, ratio))
+
+    def clone(self) -> QIconEngine:
+        return PaletteIconEngine(self.name)
+
+    def key(self) -> str:
+        return "llmw-palette-icon"
 
 
 def icon_size(px: int = 18) -> QSize:

@@ -121,18 +121,31 @@ def _palette(dark: bool) -> QPalette:
 
 
 def apply_theme(app: QApplication, theme: str = "system", with_style_sheet: bool = True) -> None:
-    """Fusion with our light or dark palette ("system": the platform's palette) and the app's style sheet.
+    """Our light or dark palette ("system": the platform's palette) and the app's style sheet, on Fusion.
 
+    Fusion is set once (:func:`use_fusion`); a live switch changes only the palette and the sheet: replacing the
+    style under a built window deleted the old one while widgets still used it, which crashed the app.
     At start-up the sheet comes after the window is built (``apply_style_sheet``): with an application style sheet
     set, every widget added to a layout re-polishes its whole subtree, which made building the window ~1.5× slower.
     """
-    app.setStyle(QStyleFactory.create("Fusion"))
+    use_fusion(app)
     if theme in ("light", "dark"):
         app.setPalette(_palette(theme == "dark"))
     else:  # back to the platform's palette (an empty one resolves to it), also after a live switch
         app.setPalette(QPalette())
     if with_style_sheet:
         apply_style_sheet(app)
+
+
+_FUSION_SET = "llmw_fusion_set"
+
+
+def use_fusion(app: QApplication) -> None:
+    """The Fusion style, set on the first call only."""
+    if app.property(_FUSION_SET):
+        return
+    app.setStyle(QStyleFactory.create("Fusion"))
+    app.setProperty(_FUSION_SET, True)
 
 
 def apply_style_sheet(app: QApplication) -> None:
@@ -156,8 +169,8 @@ QToolButton:hover {{ background: {c["hover"]}; }}
 QToolButton:checked {{ background: {c["accent_soft"]}; }}
 QLineEdit, QPlainTextEdit, QTextEdit {{
     border: 1px solid {c["border"]}; border-radius: {RADIUS}px; padding: 3px 6px; background: {c["base"]}; }}
-QLineEdit:focus, QPlainTextEdit:focus, QTextEdit:focus {{ border-color: {c["accent"]}; }}
-QLabel[role="title"] {{ font-size: 15pt; font-weight: 600; }}
+QLineEdit:focus, QPlainTextEdit:focus, QTextEdit:focus {{ border: 2px solid {c["accent"]}; padding: 2px 5px; }}
+{focus_rules(c)}QLabel[role="title"] {{ font-size: 15pt; font-weight: 600; }}
 QLabel[role="section"] {{ font-size: 11pt; font-weight: 600; padding-top: 4px; }}
 QLabel[role="muted"] {{ color: {c["muted"]}; }}
 QLabel[role="empty-title"] {{ font-size: 13pt; font-weight: 600; }}
@@ -190,6 +203,25 @@ QToolButton[role="disclosure"] {{ font-weight: 600; padding: 4px 2px; }}
 QLabel[role="error"] {{ color: {c["error"]}; }}
 QFrame#example_chip:hover, QFrame#example_chip:focus {{ background: {c["hover"]}; border-color: {c["accent"]}; }}
 QFrame#chat_drawer {{ border: none; border-left: 1px solid {c["border"]}; }}
+"""
+
+
+def focus_rules(c: dict[str, str]) -> str:
+    """A visible focus ring, in the accent colour, on every control that takes focus (both palettes): 2 px where
+    the control has its own frame, the 1 px transparent frame of the others turned accent. Sizes do not change."""
+    accent, text = c["accent"], c["text"]
+    return f"""
+QPushButton:focus {{ border: 2px solid {accent}; padding: 4px 11px; }}
+QPushButton[role="accent"]:focus {{ border: 2px solid {text}; }}
+QToolButton:focus {{ border: 2px solid {accent}; padding: 2px; }}
+QComboBox:focus {{ border: 2px solid {accent}; border-radius: {RADIUS}px; padding: 1px 4px; }}
+QCheckBox, QRadioButton {{ border: 1px solid transparent; border-radius: {RADIUS}px; padding: 1px 3px; }}
+QCheckBox:focus, QRadioButton:focus {{ border-color: {accent}; }}
+QSlider {{ border: 1px solid transparent; border-radius: {RADIUS}px; }}
+QSlider:focus {{ border-color: {accent}; }}
+QAbstractItemView:focus {{ border: 2px solid {accent}; }}
+QListWidget#nav::item:focus, QListWidget[role="sections"]::item:focus {{ border: 2px solid {accent}; }}
+QTabBar::tab:focus {{ border: 2px solid {accent}; border-radius: {RADIUS}px; }}
 """
 
 

@@ -1,6 +1,7 @@
 """The Batch page: a JSONL or CSV file of requests through one OpenAI-compatible server, many at once.
 
-The server is the one the vLLM page announced (:meth:`BatchPanel.set_endpoint`) or a typed address. Bad input
+The server is the one the vLLM page announced (:meth:`BatchPanel.set_endpoint`), this app's own API server (the
+model the app has loaded, :meth:`BatchPanel.set_app_server`) or a typed address. Bad input
 lines are listed with their numbers and skipped; results are appended to the output file as they finish (a
 re-run skips the ids already done), so Cancel keeps everything that finished. At the end the summary (latency
 and time to first token percentiles among them) is a small table that copies as Markdown.
@@ -12,7 +13,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -38,7 +39,9 @@ from PySide6.QtWidgets import (
 from app.core.batch.input import BatchInput, BatchInputError, BatchRequest, load_batch_input
 from app.core.units import MISSING, format_duration, format_tokens_per_s
 from app.services.batch.runner import BatchError, BatchProgress, BatchRunner, BatchSummary
-from app.services.engines.events import VllmEndpoint
+from app.services.engines.entries import EngineKind
+from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded, VllmEndpoint
+from app.services.library.names import model_display_name
 from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
 from app.ui.pages.batch.empty_state import BatchEmptyState, write_example
@@ -52,6 +55,7 @@ from app.ui.widgets.status_text import show_status
 PROGRESS_INTERVAL_S = 0.25
 PREVIEW_ROWS = 5
 PREVIEW_CHARS = 80
+DEFAULT_ADDRESS = "http://127.0.0.1:8000/v1"  # where `vllm serve` listens unless told otherwise
 
 
 def _ms(value: float | None) -> str:
@@ -87,12 +91,16 @@ def _sentence(message: str) -> str:
 
 
 class BatchPanel(QWidget):
+    open_page_requested = Signal(str)  # a page path: "server" when the API server must be started first
+
     def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.context = context
         self.summary: BatchSummary | None = None
         self.loaded: BatchInput | None = None
         self._announced: tuple[str, str, str] | None = None  # (base URL, key, model) from the vLLM page
+        self._app_server: tuple[str, str | None] | None = None  # (base URL, key) of this app's API server
+        self._last_progress: BatchProgress | None = None
         self._runner: BatchRunner | None = None
         self._task: asyncio.Task[Any] | None = None
         self._dialog: QFileDialog | None = None
@@ -104,12 +112,19 @@ class BatchPanel(QWidget):
         self.server_detail = ElidedLabel(mode=Qt.TextElideMode.ElideRight)
         self.server_detail.setObjectName("batch_server_detail")
         set_role(self.server_detail, "muted")
+        self.app_radio = QRadioButton("This app's API server")
+        self.app_radio.setToolTip("The model this app has loaded, through its API server (the API server page)")
+        self.app_detail = ElidedLabel(mode=Qt.TextElideMode.ElideRight)
+        self.app_detail.setObjectName("batch_app_detail")
+        set_role(self.app_detail, "muted")
+        self.open_server = slot_button("Open the API server page", lambda: self.open_page_requested.emit("server"))
         self.url_radio = QRadioButton("This address")
         self.url_radio.setChecked(True)
         group = QButtonGroup(self)
-        group.addButton(self.server_radio)
-        group.addButton(self.url_radio)
-        self.url_edit = _line("http://127.0.0.1:8000")
+        for radio in (self.server_radio, self.app_radio, self.url_radio):
+            group.addButton(radio)
+        self.url_edit = _line("http://HOST:PORT/v1 of an OpenAI-compatible server")
+        self.url_edit.setText(DEFAULT_ADDRESS)
         self.key_edit = _line("API key (if the server needs one)")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
         self.model_edit = _line("model (default: the first the server lists)")
@@ -132,6 +147,8 @@ class BatchPanel(QWidget):
         self.run_button.setIcon(icon("play"))
         set_role(self.run_button, "accent")
         self.cancel_button = slot_button("Cancel", self.cancel_batch)
+        self.run_hint = wrapped_label(name="batch_run_hint", hidden=True)  # why Run is disabled
+        set_role(self.run_hint, "muted")
         self.progress = QProgressBar()
         self.progress_label = wrapped_label(name="batch_progress", hidden=True)
         self.status = wrapped_label(name="batch_status", hidden=True)
@@ -148,8 +165,11 @@ class BatchPanel(QWidget):
         for edit in (self.input_edit, self.output_edit, self.url_edit):
             edit.textChanged.connect(self._sync_run)
         self.url_radio.toggled.connect(self._sync_run)
+        self.app_radio.toggled.connect(self._sync_run)
+        self.set_app_server(None, None)
         self._running(False)
         self._unfollow = follow_vllm_endpoint(self.context.host, self._vllm_changed)
+        self._unsubscribe = self.context.host.subscribe(self._engine_event)
 
     def _lay_out(self) -> None:
         setup = QWidget()
@@ -174,6 +194,7 @@ class BatchPanel(QWidget):
         run_column = QVBoxLayout(run)
         run_column.setContentsMargins(SPACE_S, 0, 0, 0)
         run_column.addLayout(widget_row(self.run_button, self.cancel_button, QWidget(), stretch_at=2))
+        run_column.addWidget(self.run_hint)
         run_column.addWidget(self.status)
         run_column.addWidget(self.results, 1)
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -190,10 +211,12 @@ class BatchPanel(QWidget):
         grid = QGridLayout(server)
         grid.addWidget(self.server_radio, 0, 0)
         grid.addWidget(self.server_detail, 0, 1)
-        grid.addWidget(self.url_radio, 1, 0)
-        grid.addWidget(self.url_edit, 1, 1)
-        grid.addWidget(self.key_edit, 2, 1)
-        grid.addWidget(self.model_edit, 3, 1)
+        grid.addWidget(self.app_radio, 1, 0)
+        grid.addLayout(widget_row(self.app_detail, self.open_server, stretch_at=0), 1, 1)
+        grid.addWidget(self.url_radio, 2, 0)
+        grid.addWidget(self.url_edit, 2, 1)
+        grid.addWidget(self.key_edit, 3, 1)
+        grid.addWidget(self.model_edit, 4, 1)
         grid.setColumnStretch(1, 1)
         return server
 
@@ -248,6 +271,27 @@ class BatchPanel(QWidget):
     def clear_endpoint(self) -> None:
         self.set_endpoint("", "", "")
 
+    def set_app_server(self, base_url: str | None, api_key: str | None) -> None:
+        """This app's API server: its address and key while it runs (None when it is stopped)."""
+        self._app_server = (base_url, api_key) if base_url else None
+        if base_url:
+            model = self._app_model()
+            self.app_detail.set_full_text(f"{model or 'the first model it lists'} at {base_url}")
+        else:
+            self.app_detail.set_full_text("not running")
+        self.open_server.setVisible(not base_url)
+        self._sync_run()
+
+    def _engine_event(self, event: EngineEvent) -> None:
+        """Another model loaded or unloaded: the app target names the one the API server now serves."""
+        if isinstance(event, ModelLoaded | ModelUnloaded) and self._app_server is not None:
+            self.set_app_server(*self._app_server)
+
+    def _app_model(self) -> str | None:
+        """The llama.cpp model the app has loaded, by the id the API server gives it (None: none loaded)."""
+        loaded = self.context.host.loaded(EngineKind.LLAMACPP)
+        return model_display_name(loaded.info.name, loaded.info.path) if loaded is not None else None
+
     def _vllm_changed(self, endpoint: VllmEndpoint | None) -> None:
         if endpoint is None:
             self.clear_endpoint()
@@ -257,6 +301,11 @@ class BatchPanel(QWidget):
     def _endpoint(self) -> tuple[str, str | None, str | None]:
         if self.server_radio.isChecked() and self._announced:
             base, key, model = self._announced
+        elif self.app_radio.isChecked():
+            if self._app_server is None:
+                return "", None, None
+            base, api_key = self._app_server
+            return base, api_key, self._app_model()
         else:
             base, key, model = self.url_edit.text().strip(), self.key_edit.text().strip(), self.model_edit.text()
         return base, key or None, model.strip() or None
@@ -264,8 +313,9 @@ class BatchPanel(QWidget):
     def missing(self) -> list[str]:
         """What Run still needs, in words ("a server address", "an input file", "an output file")."""
         base, _key, _model = self._endpoint()
+        server = "the API server started" if self.app_radio.isChecked() else "a server address"
         values = (
-            ("a server address", base),
+            (server, base),
             ("an input file", self.input_edit.text()),
             ("an output file", self.output_edit.text()),
         )
@@ -278,10 +328,10 @@ class BatchPanel(QWidget):
         active = self._task is not None and not self._task.done()
         missing = self.missing()
         self.run_button.setEnabled(not active and not missing)
-        if missing:
-            self.run_button.setToolTip(f"Choose {' and '.join(missing)} first.")
-        else:
-            self.run_button.setToolTip("Send every request to the server, at most Concurrency at once.")
+        why = f"Choose {' and '.join(missing)} first." if missing else ""
+        self.run_button.setToolTip(why or "Send every request to the server, at most Concurrency at once.")
+        self.run_hint.setText(why)
+        self.run_hint.setVisible(bool(why) and not active)
         self.results.setCurrentIndex(1 if self.input_edit.text().strip() or self.summary is not None else 0)
 
     # --- files ---------------------------------------------------------------------------------------------
@@ -395,6 +445,7 @@ class BatchPanel(QWidget):
 
     async def _run(self) -> None:
         self.summary = None
+        self._last_progress = None
         self.table.setRowCount(0)
         self._running(True)
         output = self.output_edit.text().strip()
@@ -418,9 +469,8 @@ class BatchPanel(QWidget):
             show_status(self.status, f"Running {len(loaded.requests)} requests against {self._runner.endpoint}…")
             summary = await self._runner.run(loaded.requests, output, self._progressed)
         except (BatchError, ValueError) as exc:
-            show_status(
-                self.status, f"The batch stopped: {_sentence(str(exc))}. Finished results are in {output}.", error=True
-            )
+            stopped = f"The batch stopped: {_sentence(str(exc))}."
+            show_status(self.status, f"{stopped} {written_note(self._last_progress, output)}", error=True)
         else:
             self._show_summary(summary, output)
         finally:
@@ -428,6 +478,7 @@ class BatchPanel(QWidget):
             self._running(False)
 
     def _progressed(self, progress: BatchProgress) -> None:
+        self._last_progress = progress
         finished = progress.done + progress.failed
         self.progress.setRange(0, max(1, progress.total))
         self.progress.setValue(finished)
@@ -471,6 +522,7 @@ class BatchPanel(QWidget):
     async def shutdown(self) -> None:
         """Cancel a running batch and wait for it (finished results are already in the output file)."""
         self._unfollow()
+        self._unsubscribe()
         task = self._task
         if task is not None and not task.done():
             if self._runner is not None:
@@ -488,6 +540,7 @@ class BatchPanel(QWidget):
 
     def _running(self, active: bool) -> None:
         self.run_button.setEnabled(not active and not self.missing())
+        self.run_hint.setVisible(not active and bool(self.missing()))
         self.cancel_button.setEnabled(active)
         self.copy_button.setEnabled(not active and self.summary is not None)
         if active:
@@ -505,6 +558,17 @@ class BatchPanel(QWidget):
         ready = f"Press Run to send the {count:,} requests." if count else "Press Run to send the requests."
         self.results_hint.setText(f"{ready} Progress and the summary (latency, time to first token) show here.")
         self.results_hint.setVisible(not active and not done)
+
+
+def written_note(progress: BatchProgress | None, output: str) -> str:
+    """After a failed run, what it wrote to the output: nothing, or how many results (and what was there before)."""
+    written = progress.done + progress.failed if progress is not None else 0
+    earlier = progress.skipped if progress is not None else 0
+    before = f" ({earlier} results from an earlier run are still there)" if earlier else ""
+    if not written:
+        return f"Nothing was written to {output}{before}."
+    results = "1 result of this run was" if written == 1 else f"{written} results of this run were"
+    return f"{results} written to {output}{before}."
 
 
 def request_preview(request: BatchRequest) -> str:

@@ -24,7 +24,7 @@ def next_step(kind: str, model: str, levels: str, requests: int, max_tokens: int
     if kind == "llamacpp":
         return "Load a model in Chat, or choose a .gguf file, to measure its tokens/s and latency here."
     if kind == "vllm":
-        return "Start a vLLM server on the Batch page (vLLM server), or type the address of a running one above."
+        return "Start a vLLM server on the vLLM page, or type the address of a running one above."
     return "Type the name of an Ollama model above (the Models page's Ollama tab lists them)."
 
 

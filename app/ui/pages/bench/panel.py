@@ -41,6 +41,15 @@ from app.ui.pages.bench.defaults import default_concurrency, is_a_default, loade
 from app.ui.pages.bench.empty_state import FIRST_RUN, BenchEmptyState, next_step
 from app.ui.pages.bench.results import BenchResults
 from app.ui.pages.bench.saved import BenchSavedRuns
+from app.ui.pages.bench.sizing import (
+    PROPOSALS,
+    SMALL,
+    WorkloadSize,
+    default_size,
+    estimate_text,
+    estimated_seconds,
+    guessed_tokens_per_s,
+)
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S, set_role, tokens
 from app.ui.tasks import loop_running, spawn
@@ -74,6 +83,8 @@ class BenchPanel(QWidget):
         self._active = False  # a bench is running (Run off, Cancel on)
         self._fields: dict[str, tuple[str, str, str]] = {}  # per engine: model, address, key as last typed
         self._filled: dict[str, str] = {}  # per engine: the model the page filled in itself
+        self._has_gpu: bool | None = None  # read off the Qt thread when the page is first shown
+        self._model_bytes: dict[str, int | None] = {}  # a GGUF's size by path (None: being read, or unreadable)
         self._build()
         self._kind = self.kind()
         self._unfollow = follow_vllm_endpoint(context.host, self._vllm_changed)
@@ -98,9 +109,11 @@ class BenchPanel(QWidget):
         set_role(self.vllm_note, "muted")
         self.concurrency_edit = QLineEdit(default_concurrency("llamacpp"))
         self.concurrency_edit.setToolTip("Comma-separated: each level runs that many requests at once")
-        self.requests = _spin(1, 100_000, BenchWorkload().requests)
-        self.max_tokens = _spin(1, 100_000, BenchWorkload().max_tokens)
+        self.requests = _spin(1, 100_000, SMALL.requests)  # the machine is read when the page shows: see _propose_size
+        self.max_tokens = _spin(1, 100_000, SMALL.max_tokens)
         self.warmup = _spin(0, 1000, BenchWorkload().warmup)
+        self.estimate_label = _shrinkable(wrapped_label(name="bench_estimate"))
+        set_role(self.estimate_label, "muted")
         self.parallel_check = QCheckBox("Parallel sequences")
         self.parallel_check.setToolTip("Concurrency N runs N sequences in one llama.cpp context (plain-text "
                                        "prompts, no chat template); off: one stream, the clients queue")  # fmt: skip
@@ -133,6 +146,10 @@ class BenchPanel(QWidget):
             edit.textChanged.connect(lambda _text: self._refresh_empty_state())
         for spin in (self.requests, self.max_tokens):
             spin.valueChanged.connect(lambda _value: self._refresh_empty_state())
+        for spin in (self.requests, self.max_tokens, self.warmup):
+            spin.valueChanged.connect(lambda _value: self._refresh_estimate())
+        for edit in (self.model_edit, self.concurrency_edit):
+            edit.textChanged.connect(lambda _text: self._refresh_estimate())
         self._lay_out()
 
     def _lay_out(self) -> None:
@@ -160,6 +177,7 @@ class BenchPanel(QWidget):
         box.setContentsMargins(SPACE_M, SPACE_M, SPACE_M, SPACE_M)
         box.addLayout(grid)
         box.addLayout(workload)
+        box.addWidget(self.estimate_label)
         run_row = widget_row(self.run_button, self.cancel_button, self.save_check, self.progress, stretch_at=3)
         run_row.addStretch(0)  # takes the width while the progress bar is hidden
         self.body = QStackedWidget()
@@ -208,7 +226,66 @@ class BenchPanel(QWidget):
             self.endpoint_edit.setText(self._vllm[0])
             self.key_edit.setText(self._vllm[2])
         self._propose_concurrency()
+        self._propose_size()
         self._prefill()
+
+    def _propose_size(self) -> None:
+        """The engine's and machine's workload size, unless the user chose one of their own."""
+        if WorkloadSize(self.requests.value(), self.max_tokens.value()) in PROPOSALS:
+            size = default_size(self.kind(), bool(self._has_gpu))
+            self.requests.setValue(size.requests)
+            self.max_tokens.setValue(size.max_tokens)
+        self._refresh_estimate()
+
+    async def _read_machine(self) -> None:
+        from app.services.monitor.machine_memory import read_machine_memory
+
+        machine = await asyncio.get_running_loop().run_in_executor(None, read_machine_memory)
+        self._has_gpu = bool(machine.gpu_free_bytes)
+        self._propose_size()
+
+    def _refresh_estimate(self) -> None:
+        """How long Run will take, shown before it is pressed (the workload in words when it cannot be told)."""
+        if not hasattr(self, "estimate_label"):
+            return
+        try:
+            workload = self._workload()
+        except ValueError as exc:
+            self.estimate_label.setText(str(exc)[:1].upper() + str(exc)[1:] + ".")
+            return
+        measured = self._measured_tokens_per_s()
+        rate = measured or self._guessed_tokens_per_s()
+        seconds = estimated_seconds(workload, self.kind(), rate, measured is not None) if rate else None
+        self.estimate_label.setText(estimate_text(workload, seconds, measured is not None))
+
+    def _measured_tokens_per_s(self) -> float | None:
+        """One stream's output speed in the result shown, when it is of this engine and model."""
+        target = (self.result or {}).get("target") or {}
+        if target.get("backend") != self.kind() or target.get("model") != self.model_edit.text().strip():
+            return None
+        rows = sorted((r for r in self.rows if not r.skipped and r.output_tokens_per_s), key=lambda r: r.concurrency)
+        return rows[0].output_tokens_per_s / rows[0].concurrency if rows else None
+
+    def _guessed_tokens_per_s(self) -> float | None:
+        """From the GGUF's size (read off the Qt thread, once per path); None until known, and for servers."""
+        path = self.model_edit.text().strip()
+        if self.kind() != "llamacpp" or not path or self._has_gpu is None:
+            return None
+        if path not in self._model_bytes and loop_running():
+            self._model_bytes[path] = None
+            spawn(self._read_size(path), "bench: model size")
+        size = self._model_bytes.get(path)
+        return guessed_tokens_per_s(size, self._has_gpu) if size else None
+
+    async def _read_size(self, path: str) -> None:
+        import os
+
+        try:
+            size = await asyncio.get_running_loop().run_in_executor(None, os.path.getsize, path)
+        except OSError:
+            return
+        self._model_bytes[path] = size
+        self._refresh_estimate()
 
     def _propose_concurrency(self) -> None:
         """The engine's default levels, unless the user typed levels of their own."""
@@ -280,16 +357,20 @@ class BenchPanel(QWidget):
             raise ValueError("Type the vLLM server's address, or start a server on the vLLM page.")
         if kind == "ollama":
             endpoint = endpoint or self.context.settings.ollama_host or None
-        workload = BenchWorkload(
+        workload = self._workload()
+        target = BenchTarget(kind, model, endpoint=endpoint, api_key=self.key_edit.text().strip() or None,
+                             vllm_python=self.context.settings.vllm_python or None,
+                             parallel=kind == "llamacpp" and self.parallel_check.isChecked())  # fmt: skip
+        return target, workload
+
+    def _workload(self) -> BenchWorkload:
+        """Raises ValueError when the concurrency levels do not parse."""
+        return BenchWorkload(
             concurrencies=parse_concurrencies(self.concurrency_edit.text()),
             requests=self.requests.value(),
             max_tokens=self.max_tokens.value(),
             warmup=self.warmup.value(),
         )
-        target = BenchTarget(kind, model, endpoint=endpoint, api_key=self.key_edit.text().strip() or None,
-                             vllm_python=self.context.settings.vllm_python or None,
-                             parallel=kind == "llamacpp" and self.parallel_check.isChecked())  # fmt: skip
-        return target, workload
 
     # --- running ------------------------------------------------------------------------------------------
     def start_run(self) -> asyncio.Task[Any] | None:
@@ -367,6 +448,7 @@ class BenchPanel(QWidget):
         self.rows = rows_of(result)
         self.results.show_rows(self.rows)
         self.body.setCurrentWidget(self.results if self.rows else self.empty_state)
+        self._refresh_estimate()  # a measured speed replaces the guess
         self._running(self._active)  # a saved run may be shown while a bench runs: Cancel stays
 
     def copy_markdown(self) -> str | None:
@@ -400,6 +482,7 @@ class BenchPanel(QWidget):
         if not self._listed and loop_running():
             self._listed = True
             spawn(self.saved_runs.refresh(), "bench: list saved runs")
+            spawn(self._read_machine(), "bench: read the machine")
 
     def _saved_run_loaded(self, run: dict[str, Any]) -> None:
         self.show_result(run)

@@ -1,7 +1,8 @@
 """The list of chats: a model over the history store, loaded a page at a time as the list scrolls; pinned chats
 first, then the rest grouped by date (Today, Yesterday, Previous 7 days, Previous 30 days, Older); "New chat" and
-a search box on top, a folder filter when folders exist, and per chat a delete action (a trash icon on hover) and
-a context menu (pin, folder, fork, export, delete). Typing in the search box shows matching messages with their
+a search box on top, a folder filter when folders exist, and per chat a delete action (a trash icon on hover, or
+Del) and a context menu (rename, pin, folder, fork, export, delete). A chat is renamed in place (the menu, a
+double-click or F2): Enter saves, Esc cancels. Typing in the search box shows matching messages with their
 snippets instead of the chats; choosing one emits the chat and the message. Every read is off the Qt thread."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QMouseEvent, QPainter
+from PySide6.QtGui import QAction, QFocusEvent, QKeyEvent, QKeySequence, QMouseEvent, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -74,6 +75,7 @@ Index = QModelIndex | QPersistentModelIndex
 PINNED = "Pinned"
 ALL_CHATS = "All chats"
 SEARCH_DELAY_MS = 200  # typing pauses this long before a search runs
+MAX_TITLE = 200  # characters a chat's name may have
 
 
 class ChatSource(Protocol):
@@ -117,6 +119,7 @@ class ChatListModel(QAbstractListModel):
         self.total = 0  # chats in the store (in the folder shown), as of the last page
         self.folder: str | None = None  # show only the chats in this folder ("" for none); None: every chat
         self.activity: dict[int, str] = {}  # chat id -> GENERATING or APPROVAL (chats busy in the background)
+        self.new_titles: dict[int, str] = {}  # chat id -> the name given, shown over pages read before it was saved
 
     # -- Qt model ----------------------------------------------------------------------------------------
 
@@ -177,7 +180,7 @@ class ChatListModel(QAbstractListModel):
             return
         self.beginResetModel()
         self._rows = [_Row(header=PINNED)] if pinned.chats else []
-        self._rows += [_Row(chat=chat, pinned=True) for chat in pinned.chats]
+        self._rows += [_Row(chat=self._titled(chat), pinned=True) for chat in pinned.chats]
         self._loading = None
         self._add(page)
         self.total += pinned.total
@@ -215,8 +218,12 @@ class ChatListModel(QAbstractListModel):
             if group != last:
                 rows.append(_Row(header=group))
                 last = group
-            rows.append(_Row(chat=chat))
+            rows.append(_Row(chat=self._titled(chat)))
         return rows
+
+    def _titled(self, chat: ChatSummary) -> ChatSummary:
+        title = self.new_titles.get(chat.id)
+        return chat if title is None else chat._replace(title=title)
 
     # -- lookups ---------------------------------------------------------------------------------------------
 
@@ -236,6 +243,22 @@ class ChatListModel(QAbstractListModel):
 
     def has_more(self) -> bool:
         return self._after is not None
+
+    def title_of(self, chat_id: int) -> str | None:
+        row = self.row_of(chat_id)
+        chat = self._rows[row].chat if row is not None else None
+        return chat.title if chat is not None else None
+
+    def set_title(self, chat_id: int, title: str) -> None:
+        """Show a chat's new name at once, and over pages read until ``title_saved`` (the store is told apart)."""
+        self.new_titles[chat_id] = title
+        row = self.row_of(chat_id)
+        chat = self._rows[row].chat if row is not None else None
+        if row is None or chat is None:
+            return
+        self._rows[row] = _Row(chat=chat._replace(title=title), pinned=self._rows[row].pinned)
+        index = self.index(row)
+        self.dataChanged.emit(index, index, [Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole])
 
     def remove(self, chat_id: int) -> None:
         """Drop a deleted chat's row at once (and its header when it was the group's only chat)."""
@@ -302,6 +325,48 @@ class _Delegate(QStyledItemDelegate):
         painter.restore()
 
 
+class TitleEditor(QLineEdit):
+    """The line edit laid over a chat's row while it is renamed. ``finished(True)`` on Enter or when the focus
+    leaves it (save), ``finished(False)`` on Esc (cancel)."""
+
+    finished = Signal(bool)
+
+    def __init__(self, title: str, parent: QWidget) -> None:
+        super().__init__(title, parent)
+        self.setObjectName("chatTitleEditor")
+        self.setMaxLength(MAX_TITLE)
+        self.setAccessibleName("Chat name")
+        self.setToolTip("Enter saves the name, Esc keeps the old one")
+        self.selectAll()
+        self.returnPressed.connect(lambda: self.finished.emit(True))
+
+    def event(self, event: QEvent) -> bool:
+        if _is_escape_override(event):  # Esc is the editor's (the page's would stop a reply)
+            event.accept()
+            return True
+        return super().event(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape:
+            self.finished.emit(False)
+            return
+        super().keyPressEvent(event)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        if event.reason() != Qt.FocusReason.PopupFocusReason:  # not for the line edit's own context menu
+            self.finished.emit(True)
+
+
+def _is_escape_override(event: QEvent) -> bool:
+    """Whether ``event`` asks if a widget wants Esc before the window's shortcuts get it."""
+    return (
+        isinstance(event, QKeyEvent)
+        and event.type() == QEvent.Type.ShortcutOverride
+        and event.key() == Qt.Key.Key_Escape
+    )
+
+
 def trash_rect(row: QRect) -> QRect:
     """Where a row's delete icon is drawn and clicked."""
     size = 16
@@ -318,6 +383,7 @@ class ChatList(QWidget):
     chat_chosen = Signal(int)
     new_chat_requested = Signal()
     delete_requested = Signal(int)
+    rename_requested = Signal(int, str)  # chat id, its new name (spaces collapsed, never empty)
     search_hit_chosen = Signal(int, int)
     pin_requested = Signal(int, bool)  # chat id, pin (True) or unpin
     folder_requested = Signal(int)
@@ -332,6 +398,7 @@ class ChatList(QWidget):
         self.model = ChatListModel(now)
         self.model.source = source
         self._current: int | None = None
+        self._renaming: tuple[int, TitleEditor] | None = None  # the chat being renamed, and its editor
         self._search_generation = 0
         self.searching: asyncio.Task[Any] | None = None
         self.trash_icon = icon("trash")
@@ -374,6 +441,8 @@ class ChatList(QWidget):
         self.view.activated.connect(self._clicked)
         self.view.setStyleSheet("QListView { background: transparent; border: none; }")
         self.view.viewport().installEventFilter(self)
+        self.view.installEventFilter(self)  # F2 renames, Del deletes the selected chat
+        self.view.verticalScrollBar().valueChanged.connect(self._place_editor)
         self.empty = QLabel("No chats yet.")
         set_role(self.empty, "muted")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignHCenter)
@@ -445,6 +514,66 @@ class ChatList(QWidget):
         """Drop a deleted chat from the list at once (before the next refresh)."""
         self.model.remove(chat_id)
 
+    # -- rename in place -----------------------------------------------------------------------------------------
+
+    def begin_rename(self, chat_id: int | None = None) -> bool:
+        """Edit the name of ``chat_id`` (default: the selected chat) in a line edit over its row; False when it is
+        not listed. Enter (or leaving the field) saves, Esc cancels; an empty name is refused."""
+        if chat_id is None:
+            selected = self.view.currentIndex().data(ID_ROLE)
+            chat_id = int(selected) if selected is not None else self._current
+        title = self.model.title_of(chat_id) if chat_id is not None else None
+        if chat_id is None or title is None:
+            return False
+        self._finish_rename(True)  # one at a time
+        editor = TitleEditor(title, self.view.viewport())
+        editor.finished.connect(self._finish_rename)
+        self._renaming = (chat_id, editor)
+        row = self.model.row_of(chat_id)
+        assert row is not None
+        self.view.scrollTo(self.model.index(row))
+        self._place_editor()
+        editor.show()
+        editor.setFocus(Qt.FocusReason.OtherFocusReason)
+        return True
+
+    def title_saved(self, chat_id: int) -> None:
+        """The store has the chat's new name (or refused it): pages read from now on show what it holds."""
+        self.model.new_titles.pop(chat_id, None)
+
+    def title_editor(self) -> TitleEditor | None:
+        """The line edit of the rename in progress, if any."""
+        return self._renaming[1] if self._renaming else None
+
+    def _place_editor(self, *_args: object) -> None:
+        """Keep the editor over its chat's row (the list reloads and scrolls meanwhile); a chat gone ends it."""
+        if self._renaming is None:
+            return
+        chat_id, editor = self._renaming
+        row = self.model.row_of(chat_id)
+        if row is None:
+            self._finish_rename(False)
+            return
+        editor.setGeometry(self.view.visualRect(self.model.index(row)).adjusted(SPACE_XS, 1, -SPACE_XS, -1))
+
+    def _finish_rename(self, save: bool) -> None:
+        if self._renaming is None:
+            return
+        chat_id, editor = self._renaming
+        title = " ".join(editor.text().split())
+        had_focus = editor.hasFocus()
+        if save and not title and had_focus:  # Enter on an empty name: refused, the field stays
+            editor.setPlaceholderText("Type a name (Esc keeps the old one)")
+            return
+        self._renaming = None  # before hiding it: hiding moves the focus, which ends the edit again
+        editor.hide()
+        editor.deleteLater()
+        if had_focus:
+            self.view.setFocus(Qt.FocusReason.OtherFocusReason)
+        if save and title and title != self.model.title_of(chat_id):
+            self.model.set_title(chat_id, title)
+            self.rename_requested.emit(chat_id, title)
+
     # -- internals ----------------------------------------------------------------------------------------------
 
     def _clicked(self, index: QModelIndex) -> None:
@@ -467,6 +596,7 @@ class ChatList(QWidget):
             self.empty.setText("No chats in this folder." if self.model.folder is not None else "No chats yet.")
             self.empty.setVisible(self.model.rowCount() == 0 and not self.model.has_more())
         self._show_current()
+        self._place_editor()
 
     # -- search -------------------------------------------------------------------------------------------------
 
@@ -526,8 +656,14 @@ class ChatList(QWidget):
         self.model.folder = folder
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """A click on a row's trash icon deletes that chat; the list never sees it (nor selects or opens it)."""
+        """A click on a row's trash icon deletes that chat; the list never sees it (nor selects or opens it). A
+        double-click on a chat renames it; F2 renames and Del deletes the selected chat."""
         kind = event.type()
+        if watched is self.view and kind == QEvent.Type.KeyPress:
+            assert isinstance(event, QKeyEvent)
+            return self._key(event)
+        if watched is self.view.viewport() and kind == QEvent.Type.Resize:
+            self._place_editor()
         if watched is self.view.viewport() and kind in (
             QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease, QEvent.Type.MouseButtonDblClick
         ):  # fmt: skip
@@ -539,22 +675,42 @@ class ChatList(QWidget):
                 if kind == QEvent.Type.MouseButtonRelease and event.button() == Qt.MouseButton.LeftButton:
                     self.delete_requested.emit(int(chat_id))
                 return True
+            if chat_id is not None and kind == QEvent.Type.MouseButtonDblClick:
+                if event.button() == Qt.MouseButton.LeftButton:  # here, not the view's doubleClicked: the click
+                    self.begin_rename(int(chat_id))  # before opened the chat, and the reload forgets the press
+                return True
         return super().eventFilter(watched, event)
+
+    def _key(self, event: QKeyEvent) -> bool:
+        """F2 and Del on the list: True when handled."""
+        if event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+            return False
+        if event.key() == Qt.Key.Key_F2:
+            return self.begin_rename()
+        selected = self.view.currentIndex().data(ID_ROLE)
+        if event.key() == Qt.Key.Key_Delete and selected is not None:
+            self.delete_requested.emit(int(selected))
+            return True
+        return False
 
     def _context_menu(self, pos: QPoint) -> None:
         index = self.view.indexAt(pos)
         chat_id = index.data(ID_ROLE) if index.isValid() else None
         menu = QMenu(self)
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         if chat_id is not None:
             self._chat_actions(menu, int(chat_id))
             menu.addSeparator()
         menu.addAction(icon("download"), "Import chats…", self.import_requested.emit)
         if chat_id is not None:
             menu.addSeparator()
-            menu.addAction(icon("trash"), "Delete chat", lambda: self.delete_requested.emit(int(chat_id)))
+            delete = menu.addAction(icon("trash"), "Delete chat", lambda: self.delete_requested.emit(int(chat_id)))
+            _show_key(delete, QKeySequence(QKeySequence.StandardKey.Delete))
         menu.popup(self.view.viewport().mapToGlobal(pos))
 
     def _chat_actions(self, menu: QMenu, chat_id: int) -> None:
+        rename = menu.addAction(icon("edit"), "Rename…", lambda: self.begin_rename(chat_id))
+        _show_key(rename, QKeySequence(Qt.Key.Key_F2))
         pinned = self.model.is_pinned(chat_id)
         menu.addAction("Unpin" if pinned else "Pin to the top", lambda: self.pin_requested.emit(chat_id, not pinned))
         menu.addAction(icon("folder"), "Move to folder…", lambda: self.folder_requested.emit(chat_id))
@@ -570,3 +726,9 @@ class ChatList(QWidget):
         if event.type() == QEvent.Type.PaletteChange:
             self.trash_icon = icon("trash")
             self.new_chat_button.setIcon(icon("plus"))
+
+
+def _show_key(action: QAction, keys: QKeySequence) -> None:
+    """Show ``keys`` beside a menu's action; they work on the list itself (the menu's copy only while it is open)."""
+    action.setShortcut(keys)
+    action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)

@@ -1,6 +1,10 @@
 """Where a message is written: a multi-line input that grows with its text, one Send button that becomes Stop while
 a reply is generated, a hint and the chat's context meter ("1,234 / 4,096 tokens", coloured near the limit).
 
+Keys: Enter sends and Shift+Enter starts a new line (with the setting "Send with Ctrl+Enter", Ctrl+Enter sends and
+Enter starts a new line; Ctrl+Enter sends in both); Esc stops a reply; Tab and Shift+Tab move the focus on (no tab
+characters); while an input method composes a word, Enter is its own (it picks the word, never sends).
+
 Images join the draft by the Attach button, by pasting (Ctrl+V of an image or of image files) or by dropping files
 on the composer; they are copied into the app's attachments folder off the Qt thread and shown as removable
 thumbnails until the message is sent."""
@@ -11,7 +15,7 @@ import asyncio
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject, Qt, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QKeyEvent
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QInputMethodEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -37,6 +41,7 @@ from app.ui.widgets.elided_label import ElidedLabel
 MIN_LINES, MAX_LINES = 2, 8
 WARN_FRACTION = 0.85  # the meter turns to the warning colour from here
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.gif *.webp *.bmp)"
+_ENTER_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter)
 PASTED_NAME = "pasted image.png"
 
 
@@ -72,7 +77,8 @@ class MessageInput(QPlainTextEdit):
 
 
 class Composer(QFrame):
-    """``send_requested`` on the button or Ctrl+Enter, ``stop_requested`` on the button (as Stop) or Esc."""
+    """``send_requested`` on the button or the send key (Enter, or Ctrl+Enter: ``set_send_with_ctrl_enter``),
+    ``stop_requested`` on the button (as Stop) or Esc."""
 
     send_requested = Signal()
     stop_requested = Signal()
@@ -80,6 +86,8 @@ class Composer(QFrame):
     images_changed = Signal()
 
     generating = False
+    send_with_ctrl_enter = False  # the setting: Ctrl+Enter sends and Enter makes a new line
+    _composing = False  # an input method is composing (its pre-edit text is shown)
     _ready = False  # set once built: Qt sends change events while the style is applied
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -107,6 +115,7 @@ class Composer(QFrame):
         self.input.setFrameShape(QFrame.Shape.NoFrame)
         self.input.setStyleSheet("QPlainTextEdit { border: none; background: transparent; }")
         self.input.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.input.setTabChangesFocus(True)  # Tab leaves the composer; a tab character is never typed
         self.input.document().contentsChanged.connect(self._fit_height)
         self.input.installEventFilter(self)
         self.input.files_given.connect(self.add_files)
@@ -115,7 +124,7 @@ class Composer(QFrame):
         self.send_button.setObjectName("send_button")
         self.send_button.setIconSize(icon_size(20))
         self.send_button.setAutoRaise(False)
-        self.hint = QLabel("Ctrl+Enter to send")
+        self.hint = QLabel()
         set_role(self.hint, "muted")
         self.meter = ElidedLabel(mode=Qt.TextElideMode.ElideLeft)
         self.meter.setObjectName("context_meter")
@@ -151,10 +160,17 @@ class Composer(QFrame):
         """Send becomes Stop while a reply is generated (and back)."""
         self.generating = generating
         self.send_button.setIcon(icon("stop" if generating else "send", tokens(self.palette()).on_accent))
-        self.send_button.setToolTip("Stop the reply (Esc)" if generating else "Send (Ctrl+Enter)")
+        send_key = "Ctrl+Enter" if self.send_with_ctrl_enter else "Enter"
+        self.send_button.setToolTip("Stop the reply (Esc)" if generating else f"Send ({send_key})")
         self.send_button.setAccessibleName("Stop" if generating else "Send")
-        self.hint.setText("Esc stops the reply" if generating else "Ctrl+Enter to send")
+        newline_key = "Enter" if self.send_with_ctrl_enter else "Shift+Enter"
+        self.hint.setText("Esc stops the reply" if generating else f"{send_key} to send · {newline_key} for a new line")
         self._style_button()
+
+    def set_send_with_ctrl_enter(self, ctrl_enter: bool) -> None:
+        """The send key: Ctrl+Enter (Enter then makes a new line) or Enter (Shift+Enter makes a new line)."""
+        self.send_with_ctrl_enter = ctrl_enter
+        self.set_generating(self.generating)  # the tooltip and the hint name the key
 
     def set_sending_enabled(self, enabled: bool) -> None:
         self.send_button.setEnabled(enabled or self.generating)
@@ -208,17 +224,33 @@ class Composer(QFrame):
         (self.stop_requested if self.generating else self.send_requested).emit()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """Ctrl+Enter sends and Esc stops while typing (plain Enter makes a new line)."""
-        if watched is self.input and event.type() == QEvent.Type.KeyPress:
+        """The send key sends, Shift+Enter makes a new line and Esc stops while typing; an input method composing
+        a word keeps its keys."""
+        if watched is self.input and event.type() == QEvent.Type.InputMethod:
+            assert isinstance(event, QInputMethodEvent)
+            self._composing = bool(event.preeditString())
+        if watched is self.input and event.type() == QEvent.Type.KeyPress and not self._composing:
             assert isinstance(event, QKeyEvent)
-            ctrl = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
-            if ctrl and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-                self.send_requested.emit()
-                return True
+            if event.key() in _ENTER_KEYS:
+                return self._enter(event.modifiers())
             if event.key() == Qt.Key.Key_Escape and self.generating:
                 self.stop_requested.emit()
                 return True
         return super().eventFilter(watched, event)
+
+    def _enter(self, modifiers: Qt.KeyboardModifier) -> bool:
+        """Enter with ``modifiers``: True when handled here (sent, or a new line typed), False to let the input
+        have it (Enter as a new line when Ctrl+Enter sends)."""
+        mods = modifiers & ~Qt.KeyboardModifier.KeypadModifier
+        if mods == Qt.KeyboardModifier.ControlModifier or (mods == Qt.KeyboardModifier.NoModifier
+                                                           and not self.send_with_ctrl_enter):  # fmt: skip
+            self.send_requested.emit()
+            return True
+        if mods == Qt.KeyboardModifier.ShiftModifier:
+            self.input.insertPlainText("\n")  # a plain line break (Qt would type a soft one, U+2028)
+            self.input.ensureCursorVisible()
+            return True
+        return False
 
     # --- images -------------------------------------------------------------------------------------------------
     def set_attachment_store(self, store: AttachmentStore) -> None:

@@ -1,11 +1,16 @@
 """The chat page's conversation side: search results that open a chat at the message, forks (of a whole chat, its
-last turns, or from a message) with the origin shown above the fork, pins, folders, export and import. A helper of
-ChatPanel: it answers the chat list's and the transcript's requests; files and the store are worked off the Qt
-thread (``app.services.chat.exchange``)."""
+last turns, or from a message) with the origin shown above the fork, rename, delete with undo, pins, folders,
+export and import. A helper of ChatPanel: it answers the chat list's and the transcript's requests; files and the
+store are worked off the Qt thread (``app.services.chat.exchange``).
+
+A deleted chat leaves the list at once but the store only marks it: its notice offers Undo for ``UNDO_MS``, and
+the chat is purged when the notice goes (it expired, was dismissed or pushed out) or the app quits. A chat still
+marked at the next start (the app died meanwhile) is purged then, and a notice says so."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 import logging
 import re
@@ -21,10 +26,12 @@ from app.core.chat.export_text import origin_line
 from app.core.errors import AppError
 from app.services.chat.history import AsyncConversationStore
 from app.services.chat.session import ChatSession
+from app.services.chat.workspace import ChatWorkspace
 from app.services.workstation import Workstation
 from app.ui.pages.chat.chat_list import ChatList
 from app.ui.pages.chat.transcript import ChatView
 from app.ui.tasks import loop_running, spawn
+from app.ui.widgets.notices import NoticeArea
 
 if TYPE_CHECKING:
     from app.services.chat.exchange import ExportFormat
@@ -34,8 +41,10 @@ class ConversationsPage(Protocol):
     """What ChatConversations drives on the chat page (``ChatPanel`` is one)."""
 
     workstation: Workstation
+    workspace: ChatWorkspace
     chats: ChatList
     view: ChatView
+    notice: NoticeArea
 
     @property
     def session(self) -> ChatSession | None: ...
@@ -60,6 +69,8 @@ _FILTERS = {
     "json": "JSON (*.json)",
     "html": "HTML page (*.html)",
 }
+UNDO_MS = 8_000  # how long a deleted chat's notice offers Undo
+_DELETED = "deleted:"  # the key of a deleted chat's notice: this and the chat's id
 
 
 class ChatConversations:
@@ -68,7 +79,11 @@ class ChatConversations:
         self.dialog: QFileDialog | QInputDialog | None = None  # the file or folder dialog open now
         self.importing: asyncio.Task[object] | None = None
         self._titles: dict[int, str | None] = {}  # origin chat id -> its title (None: deleted)
+        self.undo_ms = UNDO_MS
+        self.deleting: dict[int, bool] = {}  # chats whose delete can be undone -> whether each was the one shown
+        panel.notice.gone.connect(self._notice_gone)
         chats = panel.chats
+        chats.rename_requested.connect(lambda chat_id, title: self._run(self.rename(chat_id, title), "rename chat"))
         chats.search_hit_chosen.connect(self.open_at)
         chats.pin_requested.connect(lambda chat_id, pinned: self._run(self.set_pinned(chat_id, pinned), "pin chat"))
         chats.folder_requested.connect(self.choose_folder)
@@ -86,8 +101,10 @@ class ChatConversations:
         return self.panel.workstation.store
 
     def start(self) -> None:
-        """Load the code highlighter's common lexers off the Qt thread (replies' code is coloured from then on)."""
+        """Load the code highlighter's common lexers off the Qt thread (replies' code is coloured from then on);
+        purge the chats whose delete was not final when the app last stopped."""
         spawn(self._prepare_highlighter(), "load the code highlighter")
+        spawn(self._purge_earlier_deletes(), "finish earlier deletes")
 
     @staticmethod
     async def _prepare_highlighter() -> None:
@@ -173,6 +190,89 @@ class ChatConversations:
             await self.panel.switch_chat(fork.id)
         return fork.id
 
+    # --- rename -----------------------------------------------------------------------------------------------
+    async def rename(self, chat_id: int, title: str) -> None:
+        """Save a chat's new name (the list shows it already); the sessions holding the chat take it too, so the
+        automatic title never replaces it."""
+        if self.store is None:
+            return
+        try:
+            await self.store.rename(chat_id, title)
+        except AppError as exc:
+            self.panel.show_notice(f"Could not rename the chat: {exc}", "warning", key="chats")
+        else:
+            for session in self.panel.workspace.sessions():
+                if session.conversation is not None and session.conversation.id == chat_id:
+                    session.conversation.title = " ".join(title.split())
+        finally:
+            self.panel.chats.title_saved(chat_id)
+        await self.panel.refresh_chats()
+
+    # --- delete with undo ---------------------------------------------------------------------------------------
+    def delete(self, chat_id: int) -> None:
+        """Delete a chat, with a notice offering Undo for ``undo_ms``; it leaves the list at once."""
+        self.panel.chats.remove(chat_id)
+        self._run(self._delete(chat_id), "delete chat")
+
+    async def _delete(self, chat_id: int) -> None:
+        info = await self.store.summary(chat_id) if self.store is not None else None
+        if info is None:
+            return  # deleted already
+        session = self.panel.session
+        self.deleting[chat_id] = (
+            session is not None and session.conversation is not None and (session.conversation.id == chat_id)
+        )
+        await self.panel.workspace.delete_chat(chat_id)  # only marked; the chat shown moves on when it was this one
+        title = info.title if len(info.title) <= 60 else info.title[:59] + "…"
+        self.panel.show_notice(
+            f"Deleted “{title}”.", "info", key=f"{_DELETED}{chat_id}",
+            action=("Undo", functools.partial(self.undo, chat_id)), timeout_ms=self.undo_ms,
+        )  # fmt: skip
+        await self.panel.refresh_chats()
+
+    def undo(self, chat_id: int) -> None:
+        """The notice's Undo: the chat is back, with everything it held; shown again if it was the one shown."""
+        self._run(self._undo(chat_id), "undo delete")
+
+    async def _undo(self, chat_id: int) -> None:
+        was_shown = self.deleting.pop(chat_id, None)
+        if was_shown is None or self.store is None:
+            return
+        await self.store.restore(chat_id)
+        await self.panel.refresh_chats()
+        if was_shown:
+            self.panel.open_chat(chat_id)
+
+    def _notice_gone(self, key: str) -> None:
+        chat_id = int(key[len(_DELETED) :]) if key.startswith(_DELETED) and key[len(_DELETED) :].isdigit() else None
+        if chat_id is not None and self.deleting.pop(chat_id, None) is not None:
+            self._run(self._purge(chat_id), "purge deleted chat")
+
+    async def _purge(self, chat_id: int) -> None:
+        if self.store is not None:
+            await self.store.purge(chat_id)
+
+    async def finish_deletes(self) -> None:
+        """At quit: every delete that could still be undone becomes final."""
+        pending, self.deleting = list(self.deleting), {}
+        for chat_id in pending:
+            try:
+                await self._purge(chat_id)
+            except AppError as exc:  # it stays marked: the next start purges it
+                log.warning("Could not finish deleting chat %s: %s", chat_id, exc)
+
+    async def _purge_earlier_deletes(self) -> None:
+        """Chats still marked deleted (the app stopped during their undo time) are deleted for good, and said so."""
+        titles = await self.store.purge_deleted() if self.store is not None else []
+        if titles:
+            names = ", ".join(f"“{t}”" for t in titles[:3]) + (
+                f" and {len(titles) - 3} more" if len(titles) > 3 else ""
+            )
+            self.panel.show_notice(
+                f"Finished deleting {names}: the app stopped before the time to undo was over.",
+                key="deleted:earlier", timeout_ms=0,  # stays until read: it happened while nobody watched
+            )  # fmt: skip
+
     # --- pins and folders -------------------------------------------------------------------------------------
     async def set_pinned(self, chat_id: int, pinned: bool) -> None:
         if self.store is not None:
@@ -256,10 +356,10 @@ class ChatConversations:
         if self.store is None:
             return
         panel = self.panel
-        panel.show_notice(f"Importing chats from {source.name}…", key="import")
+        panel.show_notice(f"Importing chats from {source.name}…", key="import", timeout_ms=0)  # until it ends
 
         def progress(done: int, total: int) -> None:
-            panel.show_notice(f"Importing chats from {source.name}: {done:,} of {total:,}…", key="import")
+            panel.show_notice(f"Importing chats from {source.name}: {done:,} of {total:,}…", key="import", timeout_ms=0)
 
         from app.services.chat.exchange import import_file_async
 

@@ -1,5 +1,6 @@
-"""The chat's settings drawer (at the side, collapsible): the preset picker at its top, then the sampling and load
-options of the model the chat runs on — saved for that model — and the global defaults."""
+"""The chat's settings drawer (at the side, collapsible): the model's preset at its top, then its sampling, context
+and load options — saved for that model — and the global defaults; last this chat's own: its tools and what happens
+when its context is full."""
 
 from __future__ import annotations
 
@@ -131,18 +132,16 @@ class SettingsDrawer(QFrame):
         body = QWidget()
         column = QVBoxLayout(body)
         column.setContentsMargins(12, 4, 12, 12)
-        column.addWidget(_section("This chat"))
-        column.addWidget(self.overflow)
-        column.addSpacing(6)
-        column.addWidget(self.tools)
-        column.addWidget(_section("This model"))
+        column.addWidget(_section("This model"))  # what is changed most comes first; the chat's own last
         column.addWidget(self.model_name)
+        preset = QFormLayout()
+        preset.setContentsMargins(0, 4, 0, 0)
+        preset.addRow("Preset", self.presets)
+        column.addLayout(preset)
         column.addWidget(self.thinking)
-        column.addWidget(_section("Preset"))
-        column.addWidget(self.presets)
         column.addWidget(_section("Sampling"))
         column.addWidget(self.sampling)
-        column.addWidget(_section("Loading"))
+        column.addWidget(_section("Context and loading"))
         column.addWidget(self.load)
         column.addWidget(self.reload_note)
         column.addWidget(self.reload_button)
@@ -152,6 +151,10 @@ class SettingsDrawer(QFrame):
         column.addSpacing(6)
         column.addLayout(row)
         column.addWidget(self.restore_last)
+        column.addWidget(_section("This chat"))
+        column.addWidget(self.tools)
+        column.addSpacing(6)
+        column.addWidget(self.overflow)
         column.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)

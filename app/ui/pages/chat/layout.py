@@ -65,6 +65,7 @@ class ChatPanelLayout(QWidget):
         self.drawer_toggle = _toggle("settings", "Show or hide the model's settings")
         self.chats_column = self._build_chat_list()
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("chat_splitter")  # its panes' widths are kept with the window's state
         self.splitter.setChildrenCollapsible(False)
         self.splitter.addWidget(self.chats_column)
         self.splitter.addWidget(self._center_column())
@@ -101,7 +102,7 @@ class ChatPanelLayout(QWidget):
         self.edit_banner = QFrame()
         self.edit_banner.setObjectName("edit_banner")
         set_role(self.edit_banner, "card")
-        self.edit_text = ElidedLabel("Editing an earlier message: sending replaces it and what follows.")
+        self.edit_text = ElidedLabel("Editing an earlier message: sending makes a new version (the old stays: ‹ ›).")
         self.edit_text.setObjectName("edit_banner_text")
         self.cancel_edit_button = QPushButton("Cancel")
         row = QHBoxLayout(self.edit_banner)

@@ -1,5 +1,6 @@
 """One message of the transcript as a widget: a role header, the text (selectable, Markdown for replies), marks
-(stopped, failed, the token limit with Continue), the reply's figures and icon actions shown on hover.
+(stopped, failed, the token limit; Continue on the last reply when cut or stopped), the reply's figures, icon
+actions shown on hover, ``‹ 2/3 ›`` to browse a message's versions, and typing dots until a reply's first token.
 
 Laid out by hand (``layout_for(width)`` returns the height) so that the transcript can measure an item for a
 width without a layout pass; the transcript reuses items from a pool as messages scroll in and out of view.
@@ -29,9 +30,11 @@ from app.core.chat.code_highlight import highlight_css
 from app.core.chat.conversation import Message, MessageStatus, Role
 from app.core.chat.overflow import Cut
 from app.core.chat.tool_calls_view import call_state
+from app.core.chat.versions import version_count
 from app.services.library.names import model_display_name
 from app.services.paths import app_paths
 from app.ui.pages.chat.attachments_view import THUMB, AttachmentStrip
+from app.ui.pages.chat.text_fit import fitted_height
 from app.ui.pages.chat.thinking_block import ThinkingBlock
 from app.ui.pages.chat.tool_card import ToolCards
 from app.ui.style.theme import RADIUS, RADIUS_CARD, SPACE_L, SPACE_M, SPACE_S, SPACE_XS, Tokens, tokens
@@ -40,6 +43,7 @@ from app.ui.widgets.palette import set_text_color
 ROLE_NAMES = {Role.USER: "You", Role.ASSISTANT: "Assistant", Role.SYSTEM: "System"}
 LIMIT_TEXT = "Stopped at the token limit."
 LIMIT_TIP = "The reply reached the most tokens a reply may have. Continue asks the model to carry on from here."
+RESUME_TIP = "Continue asks the model to carry on from where the reply was stopped (appended to it)."
 MAX_COLUMN = 860  # the text column's widest: long lines are hard to read
 SIDE = SPACE_L  # space left and right of the column
 USER_SHARE = 0.8  # a user bubble takes at most this share of the column
@@ -51,13 +55,15 @@ GAP = SPACE_M  # below each message
 BUBBLE_RADIUS = RADIUS_CARD + 4
 ACTIONS = {
     "copy": "Copy the message",
-    "edit": "Edit and resend",
-    "regenerate": "Regenerate this reply",
+    "edit": "Edit and resend (this version is kept: ‹ › browses them)",
+    "regenerate": "Regenerate this reply (this version is kept: ‹ › browses them)",
     "fork": "Start a new chat from here",
 }
 
 
 ICON_NAMES = (*ACTIONS, "continue", "check")
+INDICATOR_ROOM = "Generating..."  # the widest text of the ticking indicator under a streaming reply
+TYPING_FRAMES = ("● ○ ○", "○ ● ○", "○ ○ ●")  # the typing dots, one frame a tick, until the reply's first token
 
 
 def column(width: int) -> tuple[int, int]:
@@ -82,6 +88,19 @@ def status_mark(message: Message) -> tuple[str, str]:
 
 def hit_token_limit(message: Message) -> bool:
     return message.role is Role.ASSISTANT and message.stats is not None and message.stats.finish_reason == "length"
+
+
+def continues_after_stop(message: Message, state: ItemState) -> bool:
+    """A last reply with text that was stopped (by the user, or by the app closing): Continue carries it on (its
+    mark gets the button)."""
+    stopped = message.status in (MessageStatus.STOPPED, MessageStatus.INTERRUPTED)
+    return state.last_reply and not state.streaming and stopped and bool(message.content)
+
+
+def version_text(message: Message) -> str:
+    """ "2/3" for a message showing the second of its three versions; "" for one with no other."""
+    count = version_count(message)
+    return f"{message.version + 1}/{count}" if count > 1 else ""
 
 
 def figures(message: Message) -> tuple[str, str]:
@@ -123,7 +142,7 @@ def item_key(message: Message, state: ItemState) -> tuple[Any, ...]:
     cut = message.settings.get("context_left_out")
     calls = tuple((c.approval, c.settled, c.result_bytes, c.is_error) for c in message.tool_calls)
     return (message.role, message.content, message.status, message.error, message.model, stats, state, str(cut),
-            message.reasoning, calls)  # fmt: skip
+            message.reasoning, calls, message.version, len(message.versions))  # fmt: skip
 
 
 def plain_text(message: Message, body: str, state: ItemState) -> str:
@@ -131,7 +150,7 @@ def plain_text(message: Message, body: str, state: ItemState) -> str:
     parts = [header_text(message), body]
     mark, _level = status_mark(message)
     if mark:
-        parts.append(mark)
+        parts.append(mark + (" Continue" if continues_after_stop(message, state) else ""))
     for call in message.tool_calls:
         words, _level = call_state(call, call.id in state.tools_waiting)
         parts.append(f"{call.tool or call.name} · {call.server or 'no such tool'}: {words}")
@@ -140,6 +159,8 @@ def plain_text(message: Message, body: str, state: ItemState) -> str:
     short, _tip = figures(message)
     if short:
         parts.append(short)
+    if versions := version_text(message):
+        parts.append(f"‹ {versions} ›")
     return "\n".join(parts)
 
 
@@ -164,10 +185,7 @@ class MessageBody(QTextBrowser):
         QCoreApplication.sendEvent(self, QResizeEvent(self.size(), QSize(-1, -1)))
 
     def text_height(self, width: int) -> int:
-        document = self.document()
-        if document.textWidth() != max(1, width):  # setting it, even unchanged, lays the whole text out again
-            document.setTextWidth(max(1, width))
-        return math.ceil(document.size().height())
+        return fitted_height(self, width)
 
     def ideal_width(self, text: str) -> int:
         """The widest line of plain ``text`` unwrapped (for sizing a short bubble)."""
@@ -247,6 +265,17 @@ class MessageItem(QWidget):
         row.setContentsMargins(SPACE_M, 2, SPACE_XS, 2)
         row.addWidget(self.limit_text, 1)
         row.addWidget(self.continue_button)
+        self.resume_button = QPushButton("Continue", self)  # a stopped last reply's, beside its mark
+        self.resume_button.setObjectName("continueButton")
+        self.resume_button.setToolTip(RESUME_TIP)
+        self.resume_button.clicked.connect(lambda: view.action("continue", self.row))
+        self.typing = _label(self, "typing")  # the reply is coming: dots until its first token
+        self.typing.hide()
+        self.older = self._version_button("‹", "olderVersion", "Show the previous version", "older")
+        self.newer = self._version_button("›", "newerVersion", "Show the next version", "newer")
+        self.version_label = _label(self, "meta")
+        self.version_label.setObjectName("versionLabel")
+        self.version_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.tools = ToolCards(self, MessageBody)
         self.tools.decided.connect(lambda call_id, approval, reason: view.tool_action(self.row, call_id, approval,
                                                                                      reason))  # fmt: skip
@@ -270,6 +299,17 @@ class MessageItem(QWidget):
             self.buttons[name] = button
         self.restyle()
         self.ensurePolished()  # the style sheets' fonts now, so that what is measured is what is drawn
+
+    def _version_button(self, text: str, name: str, tip: str, action: str) -> QToolButton:
+        button = QToolButton(self)
+        button.setText(text)
+        button.setObjectName(name)
+        button.setProperty("part", "action")
+        button.setToolTip(tip)
+        button.setAutoRaise(True)
+        button.setFixedSize(BUTTON, BUTTON)
+        button.clicked.connect(lambda: self._view.action(action, self.row))
+        return button
 
     # -- content ---------------------------------------------------------------------------------------------
 
@@ -305,6 +345,14 @@ class MessageItem(QWidget):
         self.thinking.begin_stream()
         self.code_blocks = []
         self.bind(row, message, state)
+        self.show_typing(True)
+
+    def show_typing(self, on: bool, frame: int = len(TYPING_FRAMES) - 1) -> None:
+        """The typing dots in the reply's bubble (``frame``: how many dots), or none."""
+        self.typing.setText(TYPING_FRAMES[frame % len(TYPING_FRAMES)])
+        if self.typing.isHidden() == on:
+            self.typing.setVisible(on)
+            self._laid_out = None
 
     def _set_parts(self, message: Message, state: ItemState) -> None:
         user = message.role is Role.USER
@@ -321,6 +369,15 @@ class MessageItem(QWidget):
         if message.tool_calls and not state.streaming:
             self.tools.show_calls(message.tool_calls, state.tools_waiting, state.results_open, state.tools_continue)
         self.continue_button.setVisible(state.last_reply)
+        self.resume_button.setVisible(continues_after_stop(message, state))
+        if not state.streaming:
+            self.typing.hide()
+        versions = "" if state.streaming else version_text(message)
+        self.version_label.setText(versions)
+        for part in (self.older, self.version_label, self.newer):
+            part.setVisible(bool(versions))
+        self.older.setEnabled(message.version > 0)
+        self.newer.setEnabled(message.version < len(message.versions))
         short, tip = figures(message)
         self.figures.setText(short)
         self.figures.setToolTip(tip)
@@ -403,6 +460,7 @@ class MessageItem(QWidget):
         for name, button in self.buttons.items():
             button.setIcon(self._view.icons[name])
         self.continue_button.setIcon(self._view.icons["continue"])
+        self.resume_button.setIcon(self._view.icons["continue"])
         self._laid_out = None
         self._mark_level = "?"  # coloured again at the next bind
 
@@ -420,7 +478,7 @@ class MessageItem(QWidget):
     def layout_for(self, width: int) -> int:
         """Place every part for a viewport ``width`` wide; returns the item's height."""
         streamed = (self.body.document().revision(), self.thinking.revision(), self.thinking.open,
-                    self.thinking.isHidden()) if self.state.streaming else 0  # fmt: skip
+                    self.thinking.isHidden(), self.typing.isHidden()) if self.state.streaming else 0  # fmt: skip
         stamp = (width, self.key, streamed)
         if stamp == self._laid_out:
             return self._height
@@ -450,12 +508,16 @@ class MessageItem(QWidget):
         self.body.setGeometry(PAD_X, PAD_Y, inner, height)
         bottom = y + height + 2 * PAD_Y
         wanted = self._wanted_actions()
+        nav = self._versions_width()
+        gap = SPACE_XS if nav and wanted else 0
+        need = BUTTON_STEP * len(wanted) + gap + nav  # the actions, then ‹ 2/3 › next to the bubble
         room = left - x0 - SPACE_XS
-        if room >= BUTTON_STEP * len(wanted):
-            self._place_buttons(wanted, left - SPACE_XS - BUTTON_STEP * len(wanted), bottom - BUTTON)
-            return bottom
-        self._place_buttons(wanted, x0 + col - BUTTON_STEP * len(wanted), bottom + 2)
-        return bottom + 2 + FOOTER_H
+        fits = room >= need
+        x, row_y = (left - SPACE_XS - need, bottom - BUTTON) if fits else (x0 + col - need, bottom + 2)
+        self._place_buttons(wanted, x, row_y)
+        if nav:
+            self._place_versions(x + need - nav, row_y)
+        return bottom if fits else bottom + 2 + FOOTER_H
 
     def _place_reply(self, x0: int, col: int, y: int) -> int:
         """Full width: header, text, marks, then the figures with the actions after them."""
@@ -464,26 +526,57 @@ class MessageItem(QWidget):
         y += small + 2
         y += self.thinking.place(x0, y, col)
         height = self.body.text_height(col)
+        if self.typing.isVisibleTo(self):
+            height = max(height, self.typing.sizeHint().height())
+            self.typing.setGeometry(x0, y, col, height)
         self.bubble.setGeometry(x0, y, col, height)
         self.body.setGeometry(0, 0, col, height)
         y += height
         if self.mark.isVisibleTo(self):
-            height = self.mark.heightForWidth(col)
-            self.mark.setGeometry(x0, y + SPACE_XS, col, height)
-            y += height + SPACE_XS
+            y += self._place_mark(x0, y + SPACE_XS, col) + SPACE_XS
         if self.tools.isVisibleTo(self):
             y += self.tools.place(x0, y + SPACE_S, col) + SPACE_S
         if self.limit.isVisibleTo(self):
             self.limit.setGeometry(x0, y + SPACE_S, min(col, 460), LIMIT_H)
             y += LIMIT_H + SPACE_S
         y += 2
-        text = self.figures.text() or self.indicator.text()
+        x = x0
+        if nav := self._versions_width():
+            self._place_versions(x, y + (FOOTER_H - BUTTON) // 2)
+            x += nav + SPACE_S
         shown = self.indicator if self.state.streaming else self.figures
+        text = INDICATOR_ROOM if self.state.streaming else self.figures.text()  # the indicator ticks: room for all
         text_w = min(col // 2, shown.fontMetrics().horizontalAdvance(text) + 2) if text else 0
-        shown.setGeometry(x0, y, text_w, FOOTER_H)
+        shown.setGeometry(x, y, text_w, FOOTER_H)
         gap = SPACE_S if text_w else 0
-        self._place_buttons(self._wanted_actions(), x0 + text_w + gap, y + (FOOTER_H - BUTTON) // 2)
+        self._place_buttons(self._wanted_actions(), x + text_w + gap, y + (FOOTER_H - BUTTON) // 2)
         return y + FOOTER_H
+
+    def _place_mark(self, x0: int, y: int, col: int) -> int:
+        """The mark under the text, with Continue after it on a stopped last reply; returns its height."""
+        if not self.resume_button.isVisibleTo(self):
+            height = self.mark.heightForWidth(col)
+            self.mark.setGeometry(x0, y, col, height)
+            return height
+        button = self.resume_button.sizeHint()
+        text_w = min(col - button.width() - SPACE_S, self.mark.fontMetrics().horizontalAdvance(self.mark.text()) + 2)
+        height = max(self.mark.heightForWidth(text_w), button.height())
+        self.mark.setGeometry(x0, y, text_w, height)
+        self.resume_button.setGeometry(x0 + text_w + SPACE_S, y + (height - button.height()) // 2, button.width(),
+                                       button.height())  # fmt: skip
+        return height
+
+    def _versions_width(self) -> int:
+        """The width ``‹ 2/3 ›`` takes (0 when the message has no other version)."""
+        if not self.version_label.isVisibleTo(self):
+            return 0
+        return 2 * BUTTON + self.version_label.fontMetrics().horizontalAdvance(self.version_label.text()) + 6
+
+    def _place_versions(self, x: int, y: int) -> None:
+        label_w = self._versions_width() - 2 * BUTTON
+        self.older.setGeometry(x, y, BUTTON, BUTTON)
+        self.version_label.setGeometry(x + BUTTON, y, label_w, BUTTON)
+        self.newer.setGeometry(x + BUTTON + label_w, y, BUTTON, BUTTON)
 
     def _place_buttons(self, names: list[str], x: int, y: int) -> None:
         for name in names:
@@ -492,16 +585,19 @@ class MessageItem(QWidget):
 
 
 def transcript_style(t: Tokens) -> str:
-    """The transcript's style sheet (set on the transcript, so it wins over the app's)."""
+    """The transcript's style sheet (set on the transcript, so it wins over the app's). No background on the
+    transcript itself: a sheet's background becomes the widget's own palette, which then stops following the app's
+    (after a switch to dark the transcript stayed white); its viewport fills with the palette's base anyway."""
     c = {name: value.name() for name, value in t.__dict__.items() if hasattr(value, "name")}
     return f"""
-TranscriptView {{ background: {c["base"]}; border: none; }}
+TranscriptView {{ border: none; }}
 QWidget#transcriptViewport {{ background: {c["base"]}; }}
 QFrame#bubble {{ background: transparent; border: none; }}
 QTextBrowser#messageBody {{ background: transparent; border: none; padding: 0px; color: {c["text"]}; }}
 QLabel[part="meta"] {{ color: {c["muted"]}; font-size: 9pt; }}
 QLabel[part="note"] {{ color: {c["muted"]}; font-style: italic; }}
 QLabel[part="mark"] {{ font-weight: 600; }}
+QLabel[part="typing"] {{ color: {c["muted"]}; font-size: 11pt; }}
 QFrame#limitMarker {{ background: {c["warning_bg"]}; border: 1px solid {c["border"]}; border-radius: {RADIUS}px; }}
 QLabel[part="limit"] {{ color: {c["warning"]}; font-weight: 600; }}
 QPushButton#continueButton {{ padding: 3px 10px; }}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Awaitable
 from types import ModuleType
 
 from PySide6.QtCore import Qt
@@ -68,7 +69,7 @@ class _Observer(ChatObserver):
     def reply_queued(self, replies_ahead: int) -> None:
         if self.visible:
             ahead = f"{replies_ahead} reply" if replies_ahead == 1 else f"{replies_ahead} replies"
-            self.panel.show_notice(f"Waiting for the engine: {ahead} ahead of this one.", key="waiting")
+            self.panel.show_notice(f"Waiting for the engine: {ahead} ahead of this one.", key="waiting", timeout_ms=0)
 
     def reply_delta(self, text: str) -> None:
         if self.visible:
@@ -116,6 +117,8 @@ class ChatPanel(ChatPanelLayout):
         self.tools = ChatToolsControl(self)  # the chat's MCP tools: the drawer's picker, the transcript's cards
         self.ready: asyncio.Future[None] | None = None
         self._editing: int | None = None
+        self._reply_coming = False  # sent, and the reply has not started yet: the typing dots already show
+        self._switching: asyncio.Future[None] | None = None  # a message's version being switched (and saved)
         self._drawer_decided = workstation.settings.chat_drawer_open is not None
         self._approvals_announced: set[int] = set()  # background chats whose waiting tool call was announced
         self.closed = False
@@ -159,6 +162,7 @@ class ChatPanel(ChatPanelLayout):
         self.view.edit_requested.connect(self.begin_edit)
         self.view.regenerate_requested.connect(self.regenerate)
         self.view.continue_requested.connect(self.continue_reply)
+        self.view.version_requested.connect(self.show_version)
 
     def _connect_models(self) -> None:
         models, drawer = self.models, self.drawer
@@ -213,6 +217,7 @@ class ChatPanel(ChatPanelLayout):
         self.closed = True
         self._unsubscribe()
         self.models.flush_settings()
+        await self.conversations.finish_deletes()
         await self.workspace.stop_all()
         await self.save_system_prompt()
 
@@ -221,6 +226,7 @@ class ChatPanel(ChatPanelLayout):
         settings = self.workstation.settings
         self.model_bar.set_recent(list(settings.recent_models))
         self.drawer.set_restore_last(settings.restore_last_model)
+        self.composer.set_send_with_ctrl_enter(settings.send_with_ctrl_enter)
         self.models.show_settings()
         if self._ollama_listed is not None and self._ollama_listed != (settings.ollama_host or None,):
             spawn(self.refresh_ollama_models(), "list Ollama models")  # another Ollama: its models, not the old ones
@@ -242,7 +248,11 @@ class ChatPanel(ChatPanelLayout):
         current = self.session.conversation.id if self.session and self.session.conversation else None
         self.chats.set_source(self.workstation.store)
         self.chats.select(current)
-        await self.chats.refresh()
+        try:
+            await self.chats.refresh()
+        except Exception:
+            if not self.closed:  # closed: the shutdown closed the history under a refresh begun just before it
+                raise
 
     def open_chat(self, chat_id: int) -> None:
         """Show the chat with that id (the list's request)."""
@@ -259,6 +269,8 @@ class ChatPanel(ChatPanelLayout):
 
     def show_conversation(self, conversation: Conversation) -> None:
         self.view.show_messages(conversation.messages, self.conversations.origin_note(conversation))
+        if self._reply_coming:  # the message is in; its reply shows typing dots from now to its first token
+            self._begin_reply_view()
         self.show_transcript(bool(conversation.messages))
         self.system_prompt.setPlainText(conversation.system_prompt)
         self.drawer.overflow.show_policy(conversation.overflow)
@@ -336,17 +348,12 @@ class ChatPanel(ChatPanelLayout):
         self.input.setFocus()
 
     def delete_chat(self, chat_id: int | None = None) -> None:
-        """Delete a chat (the list's request; default: the chat shown)."""
+        """Delete a chat, with an undo notice (the list's request; default: the chat shown)."""
         if chat_id is None:
             chat_id = self.chats.current_id()
         if chat_id is None or self.session is None or self.busy("deleting a chat"):
             return
-        self.chats.remove(chat_id)
-        spawn(self._delete_chat(chat_id), "delete chat")
-
-    async def _delete_chat(self, chat_id: int) -> None:
-        await self.workspace.delete_chat(chat_id)
-        await self.refresh_chats()
+        self.conversations.delete(chat_id)
 
     async def save_system_prompt(self) -> None:
         if self.session is not None and self.session.conversation is not None:
@@ -354,7 +361,7 @@ class ChatPanel(ChatPanelLayout):
 
     # --- sending ---------------------------------------------------------------------------------------------
     def send(self) -> None:
-        """Send what is in the input (Send, Ctrl+Enter)."""
+        """Send what is in the input (Send, or the send key: Enter, or Ctrl+Enter by the setting)."""
         self.send_text(self.input.toPlainText().strip())
 
     def send_text(self, text: str) -> None:
@@ -390,7 +397,7 @@ class ChatPanel(ChatPanelLayout):
         self._hide_edit_banner()
         for key in ("model", "reply", "length", "busy"):
             self.hide_notice(key)
-        spawn(self._send(text, editing, images), "send")
+        spawn(self._replying(self._send(text, editing, images)), "send")
 
     async def _send(self, text: str, editing: int | None, images: list[Attachment] | None = None) -> None:
         assert self.session is not None
@@ -399,6 +406,19 @@ class ChatPanel(ChatPanelLayout):
             await self.session.send(text, images or [])
         else:
             await self.session.edit_and_resend(editing, text)
+
+    async def _replying(self, work: Awaitable[object]) -> None:
+        """Run ``work`` (a send, a regenerate) with the typing dots shown as soon as the chat shows its message,
+        before the reply starts; they go with the reply, or here when it never started (an error)."""
+        self._reply_coming = True
+        try:
+            await work
+        finally:
+            self._reply_coming = False
+            session = self.session
+            if self.view.is_streaming and session is not None and not session.generating:
+                self.view.show_messages(session.conversation.messages if session.conversation else [])
+                self._set_generating(False)
 
     async def load_and_wait(self, entry: str) -> bool:
         """Load ``entry`` as the Load button does and wait for the outcome (for ``--screenshot --model``)."""
@@ -427,17 +447,27 @@ class ChatPanel(ChatPanelLayout):
             self.show_notice("No model is loaded. Load a model, then regenerate.", "warning", key="model")
             return
         self.hide_notice("length")
-        spawn(self.session.regenerate(), "regenerate")
+        spawn(self._replying(self.session.regenerate()), "regenerate")
+
+    def show_version(self, index: int, slot: int) -> None:
+        """Show another version of message ``index`` (``‹ 2/3 ›``); the rest of the chat follows it."""
+        if self.session is None or self.busy("switching versions"):
+            return
+        if self._switching is not None and not self._switching.done():
+            return  # one switch at a time: the next click counts from what it shows
+        self.cancel_edit()
+        self._switching = spawn(self.session.show_version(index, slot), "show a version")
 
     def continue_reply(self) -> None:
-        """Let the model go on with a reply that stopped at the token limit (appended to that same reply)."""
+        """Let the model go on with a reply that stopped at the token limit or was stopped (appended to it)."""
         if self.session is None or self.busy("continuing"):
             return
         if self.workspace.model is None:
             self.show_notice("No model is loaded. Load a model, then continue.", "warning", key="model")
             return
         if self.workspace.engine is EngineKind.VLLM:  # its chat API answers a final reply instead of continuing it
-            self.show_notice("vLLM cannot continue a reply: regenerate it with a larger Max tokens.", key="length")
+            self.show_notice("vLLM cannot continue a reply: regenerate it (with a larger Max tokens if it was cut).",
+                             key="length")  # fmt: skip
             return
         last = self.session.conversation.messages[-1] if self.session.conversation else None
         if last is not None and last.reasoning and not last.content:  # cut off while it was still thinking
@@ -469,6 +499,7 @@ class ChatPanel(ChatPanelLayout):
 
     def reply_started(self, message: Message) -> None:
         """A reply begins; a continued one shows what it had first and grows from there."""
+        self._reply_coming = False
         if message.content and self.session is not None and self.session.conversation is not None:
             self.view.show_messages(self.session.conversation.messages[:-1])
             self._begin_reply_view()

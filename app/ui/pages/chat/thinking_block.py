@@ -6,7 +6,6 @@ Laid out by hand like the message item that holds it (``place`` returns the heig
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QSize, Qt, Signal
@@ -15,6 +14,7 @@ from PySide6.QtWidgets import QFrame, QTextBrowser, QToolButton, QWidget
 
 from app.core.chat.conversation import Message, ReplyStats
 from app.core.units import format_duration
+from app.ui.pages.chat.text_fit import fitted_height
 
 TOGGLE_H = 26
 INDENT = 10  # the text's inset from the rule on its left
@@ -56,10 +56,7 @@ class ThinkingText(QTextBrowser):
         QCoreApplication.sendEvent(self, QResizeEvent(self.size(), QSize(-1, -1)))  # lay out before first shown
 
     def text_height(self, width: int) -> int:
-        document = self.document()
-        if document.textWidth() != max(1, width):
-            document.setTextWidth(max(1, width))
-        return math.ceil(document.size().height())
+        return fitted_height(self, width)
 
     def append(self, text: str) -> None:
         cursor = QTextCursor(self.document())

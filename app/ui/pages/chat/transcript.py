@@ -43,6 +43,7 @@ from app.ui.pages.chat.reply_document import ReplyStream, message_html
 from app.ui.pages.chat.thinking_block import GAP_BELOW, TOGGLE_H, thinking_label
 from app.ui.pages.chat.tool_card import TOOL_CARD_H
 from app.ui.style.icons import icon
+from app.ui.style.restyle import NextTurn, is_palette_change
 from app.ui.style.theme import SPACE_L, SPACE_M, tokens
 
 __all__ = ["ChatView", "TranscriptView"]
@@ -59,15 +60,17 @@ class TranscriptView(QAbstractScrollArea):
     """A conversation's messages with per-message actions and a streaming reply.
 
     Signals: :attr:`edit_requested` (a user message's index), :attr:`regenerate_requested` (the last reply),
-    :attr:`continue_requested` (the last reply stopped at the token limit), :attr:`fork_requested` (an index;
-    its button shows once :meth:`set_fork_enabled` is on), :attr:`copied` (an index, after its text went to the
-    clipboard). "Copy code" links copy a code block; http(s) and mailto links open in the desktop's handler.
+    :attr:`continue_requested` (the last reply, stopped at the token limit or by the user), :attr:`fork_requested`
+    (an index; its button shows once :meth:`set_fork_enabled` is on), :attr:`copied` (an index, after its text went
+    to the clipboard), :attr:`version_requested` (an index and the version slot to show: ``‹ 2/3 ›``). "Copy code"
+    links copy a code block; http(s) and mailto links open in the desktop's handler.
     """
 
     edit_requested = Signal(int)
     regenerate_requested = Signal()
     continue_requested = Signal()
     fork_requested = Signal(int)
+    version_requested = Signal(int, int)  # message index, the slot (0-based) of the version to show
     copied = Signal(int)
     note_link_activated = Signal(str)  # a link in the note above the messages (a fork's origin: "chat:ID")
     tool_decided = Signal(str, str, str)  # call id, Approval value, reason (a denial's)
@@ -92,7 +95,8 @@ class TranscriptView(QAbstractScrollArea):
         self._tops_dirty = False
         self._live: dict[int, MessageItem] = {}
         self._pool: list[MessageItem] = []
-        self._width = -1
+        self._width = -1  # the viewport width the heights are for (-1: none yet)
+        self._ratio = 0.0  # the device pixel ratio they are for
         self._busy = False
         self._follow = True
         self._fork = False
@@ -130,6 +134,8 @@ class TranscriptView(QAbstractScrollArea):
         self._warm = QTimer(self)
         self._warm.setInterval(0)
         self._warm.timeout.connect(self._warm_pool)
+        self._palette_changed = False
+        self._restyle_soon = NextTurn(self, self._restyle)
         self._apply_style()
         self._ready = True
 
@@ -141,6 +147,7 @@ class TranscriptView(QAbstractScrollArea):
         The same conversation shown again keeps the scroll position unless it grew (a message was sent);
         another conversation opens at its bottom.
         """
+        self._restyle_soon.flush()  # a new palette waiting for the next turn: the messages get it now
         previous = self._messages
         same = bool(previous and messages) and _same_chat(previous[0], messages[0])
         if not same or len(messages) > len(previous):
@@ -217,6 +224,8 @@ class TranscriptView(QAbstractScrollArea):
         if self._stream is None or item is None:
             return
         thought = self._thinking.take()
+        if thought or self._pending:  # the first token: the typing dots go
+            item.show_typing(False)
         if thought:
             item.thinking.stream(thought)
             item.thinking.set_label(thinking_label(None, streaming_ms=self._thinking.ms))
@@ -324,6 +333,10 @@ class TranscriptView(QAbstractScrollArea):
             self.continue_requested.emit()
         elif name == "fork":
             self.fork_requested.emit(row)
+        elif name in ("older", "newer") and row < len(self._messages):
+            slot = self._messages[row].version + (1 if name == "newer" else -1)
+            if 0 <= slot <= len(self._messages[row].versions):
+                self.version_requested.emit(row, slot)
         elif name == "thinking":
             self._toggle_thinking(row)
         elif name == "continue_tools":
@@ -523,10 +536,13 @@ class TranscriptView(QAbstractScrollArea):
             self._busy = False
 
     def _sync_width(self) -> None:
-        width = self._width_now()
-        if width == self._width:
+        """Heights follow the viewport: another width or pixel ratio, and rows are estimated and measured anew."""
+        width, ratio = self._width_now(), self.devicePixelRatioF()
+        if (width, ratio) == (self._width, self._ratio):
             return
-        self._width = width
+        if ratio != self._ratio:  # another screen or scale: glyphs (and so lines) may take other widths
+            self._forget_measures()
+        self._width, self._ratio = width, ratio
         self._heights = self._estimates([self._message_at(r) for r in range(self._row_count())])
         self._tops_dirty = True
         if self._note.text():
@@ -579,8 +595,31 @@ class TranscriptView(QAbstractScrollArea):
         self._pool.append(item)
 
     def showEvent(self, event: QShowEvent) -> None:
+        """Measured again when shown: a text measured while hidden is laid out again once shown (its widget's
+        pending resize, its final style), and the row must hold what is drawn."""
         super().showEvent(event)
         self._warm.start()
+        self._forget_measures()
+        self._relayout()
+
+    def event(self, event: QEvent) -> bool:
+        """Another screen, or its pixel ratio changed: measure again (the change events below cover fonts)."""
+        handled = super().event(event)
+        if self._ready and event.type() in (QEvent.Type.DevicePixelRatioChange, QEvent.Type.ScreenChangeInternal):
+            self.remeasure()
+        return handled
+
+    def remeasure(self) -> None:
+        """Forget every row's measured height and lay out again: the one place that does (a font, style, scale
+        or screen change; a width change re-estimates in ``_sync_width``)."""
+        self._forget_measures()
+        self._width = -1
+        self._rebind_live()
+        self._relayout()
+
+    def _forget_measures(self) -> None:
+        for item in [*self._pool, *self._live.values()]:
+            item.invalidate()
 
     def _release_outside(self, first: int, last: int) -> None:
         for row in [r for r in self._live if not first <= r <= last]:
@@ -652,6 +691,8 @@ class TranscriptView(QAbstractScrollArea):
             self._dot_count = (self._dot_count % 3) + 1
             thinking = self._thinking.thinking and not self._thinking.answered_at
             self._stream_item.set_indicator(("Thinking" if thinking else "Generating") + "." * self._dot_count)
+            if not self._stream_item.typing.isHidden():
+                self._stream_item.show_typing(True, self._dot_count - 1)
             if thinking:
                 self._stream_item.thinking.set_label(thinking_label(None, streaming_ms=self._thinking.ms))
 
@@ -691,25 +732,29 @@ class TranscriptView(QAbstractScrollArea):
                 item.clear_key()
 
     def changeEvent(self, event: QEvent) -> None:
-        """Re-style on a palette change; re-measure what is on screen on any theme, style or font change."""
+        """A palette, style or font change restyles on the next event-loop turn, once however many arrive: Qt is
+        walking every widget when it sends them, and re-binding builds, moves and re-parents items."""
         super().changeEvent(event)
         kind = event.type()
         if not self._ready or self._styling:
             return
-        if kind not in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange, QEvent.Type.FontChange):
+        if is_palette_change(event):
+            self._palette_changed = True
+        elif kind not in (QEvent.Type.StyleChange, QEvent.Type.FontChange):
             return
+        self._restyle_soon()
+
+    def _restyle(self) -> None:
+        """Re-style after a palette change; re-measure what is on screen on any theme, style or font change."""
         self._styling = True
         try:
-            if kind == QEvent.Type.PaletteChange:
+            if self._palette_changed:
+                self._palette_changed = False
                 self._apply_style()
             self._line_h, self._char_w = line_metrics(self.font())
         finally:
             self._styling = False
-        for item in [*self._pool, *self._live.values()]:
-            item.invalidate()
-        self._width = -1
-        self._rebind_live()
-        self._relayout()
+        self.remeasure()
 
 
 class _StreamedThinking:

@@ -187,6 +187,8 @@ class ModelfileForm(QWidget):
     def _emit(self, field: str) -> None:
         if not self._loading:
             self.edited.emit(field)
+            if field != "model" and not self.from_combo.currentText().strip():
+                self._check_from()  # a first edit of a new Modelfile: now its missing FROM is worth saying
 
     def _from_edited(self, _text: str) -> None:
         self._check_from()
@@ -214,7 +216,7 @@ class ModelfileForm(QWidget):
         finally:
             self._loading = False
         self._update_preview()
-        self._check_from()
+        self._check_from(untouched=not modelfile.commands)
 
     def apply_field(self, modelfile: Modelfile, field: str) -> None:
         """Write the form's value for ``field`` into ``modelfile`` (the other commands stay as they are)."""
@@ -270,11 +272,12 @@ class ModelfileForm(QWidget):
         return [self.from_combo.itemText(i) for i in range(self.from_combo.count())]
 
     # --- FROM check -------------------------------------------------------------------------------
-    def _check_from(self) -> None:
+    def _check_from(self, untouched: bool = False) -> None:
+        """Say what is wrong with the FROM field; an empty Modelfile nobody has typed in yet gets no error."""
         name = self.from_combo.currentText()
         self._from_check += 1
         if not looks_local(name):
-            self._show_from_note(None if name.strip() else NO_FROM_NOTE)
+            self._show_from_note(None if name.strip() or untouched else NO_FROM_NOTE)
             return
         if not loop_running():
             return

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
@@ -214,8 +214,8 @@ class DiscoverPanel(QWidget):
         super().changeEvent(event)
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             refresh_icons(self)
-            if self.pick_verdicts:
-                self._fill_picks()
+            if self.pick_verdicts:  # the next turn: not while Qt restyles every widget (app/ui/style/restyle.py)
+                QTimer.singleShot(0, self, self._fill_picks)
 
     # --- the page protocol -------------------------------------------------------------------------------------
     def showEvent(self, event: QShowEvent) -> None:
@@ -302,8 +302,10 @@ class DiscoverPanel(QWidget):
         where = "no GPU: judged against RAM" if self.machine and not self.machine.gpu_free_bytes else "GPU and RAM"
         text = f"{fitting} of {len(self.pick_verdicts)} fit this machine ({where}). Best fits first."
         as_of = self.pick_list.as_of if self.pick_list is not None else ""
+        if as_of:
+            text += f" Picks as of {month_words(as_of)}."
         if self.hub_reachable is False:
-            text += f" The Hub cannot be reached: figures from the built-in list ({as_of})."
+            text += " The Hub cannot be reached: figures from the built-in list."
         elif self.hub_reachable:
             text += " Sizes checked on the Hub."
         self.status.setText(text)
@@ -588,3 +590,15 @@ class DiscoverPanel(QWidget):
         projectors = [f.path.rsplit("/", 1)[-1] for f in job.files if "mmproj" in f.path.lower()]
         extra = f" It comes with its vision projector ({projectors[0]}), so it can read images." if projectors else ""
         self.notice.show_notice(f"Queued {job.title}: see the Downloads tab.{extra}", level="success", key="queued")
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")  # fmt: skip
+
+
+def month_words(as_of: str) -> str:
+    """``2026-12`` as ``December 2026`` (the text as it is when it is not a year and a month)."""
+    year, _, month = as_of.partition("-")
+    if year.isdigit() and month.isdigit() and 1 <= int(month) <= 12:
+        return f"{_MONTHS[int(month) - 1]} {year}"
+    return as_of

@@ -29,7 +29,7 @@ from app.core.params import KV_CACHE_TYPES
 from app.core.units import format_bytes
 from app.services.monitor.machine_memory import read_machine_memory
 from app.ui.pages.models.memory_bars import BarRow, MemoryBars
-from app.ui.pages.models.widgets import shrinking_label
+from app.ui.pages.models.widgets import shrinking_label, verdict_details
 from app.ui.widgets.palette import error_color, set_text_color
 
 log = logging.getLogger("app.ui.models")
@@ -190,7 +190,11 @@ class ModelEstimator(QWidget):
         projector = (
             f" Includes the vision projector ({format_bytes(self.projector_bytes)})." if self.projector_bytes else ""
         )
-        self.verdict_label.setText(f"<b>{html.escape(verdict.summary)}</b>{html.escape(projector)}")
+        # The verdict itself is the pane's one fit line (short_verdict); here only what that line leaves out.
+        has_gpu = self.machine is not None and bool(self.machine.gpu_free_bytes)
+        gpu_bytes = self.estimate.gpu_bytes if self.estimate is not None else 0
+        details = " ".join(part for part in (verdict_details(verdict, gpu_bytes, has_gpu), projector.strip()) if part)
+        self.verdict_label.setText(html.escape(details))
         palette = self.palette()
         set_text_color(
             self.verdict_label, error_color(palette) if verdict.state == "wont_fit" else palette.windowText().color()

@@ -66,6 +66,7 @@ from app.ui.pages.models.widgets import (
     short_verdict,
     shrinking_label,
 )
+from app.ui.style.restyle import NextTurn, is_palette_change
 from app.ui.style.theme import SPACE_M, SPACE_S, set_role
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.notices import NoticeArea
@@ -103,6 +104,7 @@ class ModelsPanel(QWidget):
         self.loaded: dict[EngineKind, str] = {}
         self._scan_task: asyncio.Task[Any] | None = None
         self._scan_again = False
+        self._restyle = NextTurn(self, self._style)  # a theme change reloads the table: not while Qt restyles
         self._build()
         self._follow_the_host()
 
@@ -241,13 +243,16 @@ class ModelsPanel(QWidget):
     def _style(self) -> None:
         set_text_color(self.problems_label, error_color(self.palette()))
         refresh_icons(self)
-        if self.entries:
+        if self.entries:  # unusable rows in the palette's red; the chosen model stays chosen
+            selected = self.selected_entry()
             self.model.set_entries(self.entries, error_color(self.palette()))
+            if selected is not None:
+                self.select_path(selected.path)
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            self._style()
+        if is_palette_change(event):
+            self._restyle()
 
     # --- the engine host: which model is loaded --------------------------------------------------------------
     def _follow_the_host(self) -> None:
@@ -480,7 +485,9 @@ class ModelsPanel(QWidget):
             return  # the label says why the file cannot be used
         if isinstance(verdict, FitVerdict):
             self.fits_label.setText(short_verdict(verdict))
-            self.fits_label.setToolTip(verdict.summary)
+            self.fits_label.setToolTip(
+                "\n".join(verdict.suggestions) or "The memory estimate below shows where it goes."
+            )
             set_role(self.fits_label, fit_role(verdict))
         else:
             self.fits_label.setText("")

@@ -213,8 +213,20 @@ def compact_verdict(verdict: FitVerdict) -> str:
 
 
 def short_verdict(verdict: FitVerdict) -> str:
-    """``Fits: uses 0.8 of 22.0 GiB RAM`` (the full sentence is the tooltip)."""
+    """``Fits: uses 0.8 of 22.0 GiB RAM``: the one verdict line (the estimator adds only what it leaves out)."""
     word = {FITS: "Fits", TIGHT: "Tight fit"}.get(verdict.state, "Won't fit")
     verb = "needs" if verdict.state == WONT_FIT else "uses"
-    where = "VRAM" if "VRAM" in verdict.summary else "RAM"
-    return f"{word}: {verb} {uses_of(verdict.needed_bytes, verdict.available_bytes)} {where}"
+    return f"{word}: {verb} {uses_of(verdict.needed_bytes, verdict.available_bytes)} {_judged_on(verdict)}"
+
+
+def _judged_on(verdict: FitVerdict) -> str:
+    return "VRAM" if "VRAM" in verdict.summary else "RAM"
+
+
+def verdict_details(verdict: FitVerdict, gpu_bytes: int, has_gpu: bool) -> str:
+    """What the verdict line does not say: the GPU's share when RAM is what limits, or that there is no GPU."""
+    if not has_gpu:
+        return "No GPU here: everything runs from RAM."
+    if gpu_bytes and _judged_on(verdict) == "RAM":
+        return f"The GPU takes {format_bytes(gpu_bytes)} of the load; RAM is what limits it."
+    return ""

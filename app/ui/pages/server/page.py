@@ -1,4 +1,4 @@
-"""The Server page: the machine's one local LLM endpoint (OpenAI- and Anthropic-compatible) over every engine.
+"""The API server page: the machine's one local LLM endpoint (OpenAI- and Anthropic-compatible) over every engine.
 Start/stop, where it listens, its key, the URL to copy, snippets to paste, and a live log of the requests.
 
 The server runs on the window's loop with the window's engine host, so a chat here and an API client share the
@@ -11,7 +11,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -54,12 +54,15 @@ MAX_ROWS = 200
 
 
 class ServerPage(QWidget):
+    serving_changed = Signal(object, int)  # (the URL while it runs, else None; the requests since it started)
+
     def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.context = context
         self.server: ApiServer | None = None
         self._unsubscribe: Any = None
         self._rows: dict[int, int] = {}  # request id → table row
+        self.requests = 0  # since the server started
         self._busy = False
         self._build()
         self._load_settings()
@@ -219,6 +222,7 @@ class ServerPage(QWidget):
             self.notices.show_notice(f"The server could not start: {exc}", "error", key="server")
         else:
             self.server = server
+            self.requests = 0
             self._unsubscribe = server.subscribe(self._record)
         finally:
             self._busy = False
@@ -244,6 +248,11 @@ class ServerPage(QWidget):
     def url(self) -> str | None:
         return self.server.url if self.server is not None else None
 
+    @property
+    def api_key(self) -> str | None:
+        """The key the running server asks for (None: none, or not running)."""
+        return self.server.config.api_key if self.server is not None else None
+
     def _show_state(self) -> None:
         running = self.server is not None
         self.start_button.setEnabled(not self._busy)
@@ -254,6 +263,7 @@ class ServerPage(QWidget):
         for widget in (self.host_box, self.port, self.key, self.ttl):
             widget.setEnabled(not running)
         self._fill_snippets()
+        self.serving_changed.emit(self.url, self.requests)
 
     def _fill_snippets(self) -> None:
         url = self.url or f"http://{self._host_for_clients()}:{self.port.value() or 8417}"
@@ -295,6 +305,8 @@ class ServerPage(QWidget):
             self.table.insertRow(0)
             self._rows = {rid: r + 1 for rid, r in self._rows.items()}
             self._rows[record.id] = row = 0
+            self.requests += 1
+            self.serving_changed.emit(self.url, self.requests)
             if self.table.rowCount() > MAX_ROWS:
                 self.table.removeRow(self.table.rowCount() - 1)
                 self._rows = {rid: r for rid, r in self._rows.items() if r < MAX_ROWS}

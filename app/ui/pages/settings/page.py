@@ -1,6 +1,7 @@
 """The Settings page: a section list on the left, the section's form on the right (in a scroll area), Save and
 Revert at the bottom. It edits a copy of the workstation's settings and emits ``settings_saved(Settings)`` on Save;
-whoever owns the window applies and writes them. The theme and the log level take effect at once."""
+whoever owns the window applies and writes them. The log level takes effect on Save; a theme applies, and is saved,
+as soon as it is chosen (on the next event-loop turn: never inside the combo box's own signal)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from app.ui.pages.settings.sections import (
     VllmSection,
 )
 from app.ui.style.icons import icon, icon_size
+from app.ui.style.restyle import NextTurn
 from app.ui.style.theme import SPACE_M, SPACE_S, apply_theme, set_role, tokens
 from app.ui.tasks import spawn
 from app.ui.widgets.notices import NoticeArea
@@ -65,6 +67,8 @@ class SettingsPage(QWidget):
         self.context = context
         self._shown = copy.deepcopy(context.settings)
         self._loading = True  # until the first show_settings: building the fields emits their change signals
+        self._theme_wanted = context.settings.theme
+        self._apply_wanted_theme = NextTurn(self, lambda: self.apply_theme(self._theme_wanted))
         edited = self._edited
         self.general = GeneralSection(edited)
         self.loading = LoadingSection(edited)
@@ -87,6 +91,7 @@ class SettingsPage(QWidget):
             self.log_section,
         ]
         self._build()
+        self.general.theme.currentTextChanged.connect(lambda _text: self._theme_chosen())
         self.show_settings(context.settings)
         self._sync_settings_problem()
 
@@ -254,7 +259,7 @@ class SettingsPage(QWidget):
         for name in changed:
             setattr(merged, name, copy.deepcopy(getattr(entered, name)))
         if "theme" in changed:
-            self.apply_theme(merged.theme)
+            self._set_theme(merged.theme)
         if "log_level" in changed:
             logging.getLogger("app").setLevel(merged.log_level)
         self.show_settings(merged)
@@ -264,6 +269,29 @@ class SettingsPage(QWidget):
     def revert(self) -> None:
         """Forget the edits: show the settings in use."""
         self.show_settings(self.context.settings)
+
+    def _theme_chosen(self) -> None:
+        """A theme chosen in the list applies at once and is saved; the page's other edits stay unsaved."""
+        if self._loading:
+            return
+        theme = self.general.values(self._shown)["theme"]
+        self._set_theme(theme)
+        if theme == self.context.settings.theme or self.context.settings_problem:
+            return  # an unreadable settings file: shown now, saved with the rest once it reads
+        self._shown = replace(self._shown, theme=theme)
+        merged = copy.deepcopy(self.context.settings)
+        merged.theme = theme
+        self.settings_saved.emit(merged)
+        self._update()
+
+    def _set_theme(self, theme: str) -> None:
+        """Apply ``theme`` on the next event-loop turn (several choices in one turn: the last one)."""
+        self._theme_wanted = theme
+        self._apply_wanted_theme()
+
+    def theme_pending(self) -> bool:
+        """A chosen theme is still waiting to be applied."""
+        return self._apply_wanted_theme.pending()
 
     @staticmethod
     def apply_theme(theme: str) -> None:

@@ -49,7 +49,7 @@ class GeneralSection(Section):
         looks = body.group("Appearance")
         self.theme = combo(tuple(label for label, _ in THEME_CHOICES), tip="Light, dark, or what the desktop uses.")
         looks.addRow("Theme", self.theme)
-        looks.addRow("", hint("“System” follows the desktop. The change applies as soon as you save."))
+        looks.addRow("", hint("“System” follows the desktop. It applies as soon as you choose it."))
         start = body.group("Start-up")
         self.restore_last_model = check("Restore the last model at launch")
         self.restore_last_model.setToolTip("Load the model you used last when the app starts.")
@@ -62,6 +62,11 @@ class GeneralSection(Section):
         self.system_prompt.setMinimumHeight(90)
         self.system_prompt.setMaximumHeight(160)
         chats.addRow("Default system prompt", self.system_prompt)
+        keys = body.group("Chat")
+        self.send_with_ctrl_enter = check("Send with Ctrl+Enter", "Enter then starts a new line.")
+        keys.addRow(self.send_with_ctrl_enter)
+        keys.addRow(hint("Off: Enter sends and Shift+Enter starts a new line."))
+        connect_edits(self.edited, self.send_with_ctrl_enter)
         connect_edits(self.edited, self.theme, self.restore_last_model)
         self.system_prompt.textChanged.connect(self.edited)
         return body
@@ -70,6 +75,7 @@ class GeneralSection(Section):
         label = next((label for label, value in THEME_CHOICES if value == settings.theme), "System")
         self.theme.setCurrentText(label)
         self.restore_last_model.setChecked(settings.restore_last_model)
+        self.send_with_ctrl_enter.setChecked(settings.send_with_ctrl_enter)
         if self.system_prompt.toPlainText() != settings.system_prompt:
             self.system_prompt.setPlainText(settings.system_prompt)
 
@@ -79,6 +85,7 @@ class GeneralSection(Section):
             "theme": theme,
             "restore_last_model": self.restore_last_model.isChecked(),
             "system_prompt": self.system_prompt.toPlainText(),
+            "send_with_ctrl_enter": self.send_with_ctrl_enter.isChecked(),
         }
 
 
@@ -217,7 +224,7 @@ class OllamaSection(Section):
 
 class VllmSection(Section):
     name = "vLLM"
-    icon = "server"
+    icon = "vllm"
 
     def build(self) -> SectionBody:
         body = SectionBody("vLLM", "The vLLM installation the app starts, or a vLLM server it connects to.")
