@@ -194,3 +194,16 @@ def make_framed_page(qloop):
 
     qloop.run_until_complete(finish())
     frames.close()
+
+
+@pytest.fixture
+def model_folder(tmp_path, monkeypatch, tiny_gguf) -> Path:
+    """A model folder with one GGUF, and empty Hugging Face and Ollama stores (the Library lists only it)."""
+    import shutil
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
+    folder = tmp_path / "models"
+    folder.mkdir()
+    shutil.copyfile(tiny_gguf, folder / "tiny.gguf")
+    return folder

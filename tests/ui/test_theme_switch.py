@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,17 +18,6 @@ from tests.support.xvfb import xvfb_display
 
 REPO = Path(__file__).resolve().parents[2]
 SWITCHES = 10
-
-
-@pytest.fixture
-def model_folder(tmp_path, monkeypatch, tiny_gguf) -> Path:
-    """A model folder with one GGUF, and empty Hugging Face and Ollama stores (the Library lists only it)."""
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
-    folder = tmp_path / "models"
-    folder.mkdir()
-    shutil.copyfile(tiny_gguf, folder / "tiny.gguf")
-    return folder
 
 
 def assert_follows_the_theme(results: list[dict], switches: int) -> None:

@@ -5,9 +5,7 @@ still changes it. Every such control on every page, in the real window."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 
-import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import (
@@ -23,16 +21,6 @@ from PySide6.QtWidgets import (
 from tests.support.waiting import until
 
 UP, DOWN = 120, -120
-
-
-@pytest.fixture
-def model_folder(tmp_path, monkeypatch, tiny_gguf):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
-    folder = tmp_path / "models"
-    folder.mkdir()
-    shutil.copyfile(tiny_gguf, folder / "tiny.gguf")
-    return folder
 
 
 def wheel(widget: QWidget, delta: int) -> None:
