@@ -68,27 +68,50 @@ def test_stop_cancels_the_request_on_the_server(vllm_server):
 def test_concurrent_chats_are_batched_by_the_engine(vllm_server):
     """Eight chats at once are all admitted to the engine's batch: none waits in vLLM's queue for another.
 
-    Each reply is 480 tokens long. Served one after another, the eighth would give its first token only once the
-    seven before it had ended (one running, none left to batch); batched, all eight run when the last one starts.
+    vLLM's own histograms split each request's life into time queued (WAITING) and its whole latency. Served one
+    after another, the k-th would wait for the k before it: on average ~3.5 of its ~4.5 reply-lengths queued.
+    Batched, the queue time is near zero. Both figures are of the same eight requests, so the machine's speed and
+    load cancel out.
     """
 
     async def scenario():
         backend = await _backend(vllm_server)
         try:
             params = SamplingParams(max_tokens=480, temperature=0.0)
+            before = [await _histogram(vllm_server, name) for name in HISTOGRAMS]
             streams = [backend.stream_chat([{"role": "user", "content": f"story {i}"}], params) for i in range(8)]
-            firsts = await asyncio.gather(*(s.__anext__() for s in streams))  # each reply has begun
-            running = (await backend.metrics()).requests_running
-            rests = await asyncio.gather(*(_drain(s) for s in streams))
-            texts = [first.text + rest for first, rest in zip(firsts, rests, strict=True)]
-            return running, texts, [s.stats for s in streams], backend.kv_usage()
+            texts = await asyncio.gather(*(_drain(s) for s in streams))
+            after = [await _histogram(vllm_server, name) for name in HISTOGRAMS]
+            return texts, [s.stats for s in streams], before, after, backend.kv_usage()
         finally:
             await backend.close()
 
-    running, texts, stats, kv = run(scenario())
-    assert running >= 8  # all in the engine's batch at once
+    texts, stats, before, after, kv = run(scenario())
     assert all(texts) and all(s.completion_tokens > 0 for s in stats)
+    deltas = [(a[0] - b[0], a[1] - b[1]) for a, b in zip(after, before, strict=True)]
+    (queued_n, queued_s), (latency_n, latency_s) = deltas
+    assert queued_n == latency_n == 8
+    assert queued_s < 0.25 * latency_s, (queued_s, latency_s)  # one after another it would be ~0.78
     assert kv is not None and kv.total_cells == 8192 * 128
+
+
+HISTOGRAMS = ("vllm:request_queue_time_seconds", "vllm:e2e_request_latency_seconds")
+
+
+async def _histogram(vllm_server, name: str) -> tuple[float, float]:
+    """(count, sum) of one of vLLM's histograms."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with httpx.AsyncClient() as client:
+        page = (await client.get(vllm_server.base_url + "/metrics")).text
+    values = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+        if sample.name.startswith(name + "_")
+    }
+    return values[name + "_count"], values[name + "_sum"]
 
 
 def test_live_metrics_are_parsed(vllm_server):
