@@ -66,9 +66,9 @@ async def switch_theme(window, theme: str) -> None:
     page.show_section("General")
     page.general.theme.setCurrentText(theme.title())
     await until(lambda: not page.theme_pending() and is_dark(QApplication.palette()) == (theme == "dark"))
-    await asyncio.sleep(0.05)  # the turn after: what waited for it (re-rendering) has run
     window.open_path("chat")
-    await asyncio.sleep(0.05)
+    view = window.chat_panel.view
+    await until(lambda: view.isVisible() and not view.restyle_pending())  # the transcript has followed it
 
 
 def transcript_colours(view) -> dict[str, float]:

@@ -43,8 +43,11 @@ async def _settle(window) -> None:
     from tests.support.waiting import until
 
     await until(lambda: window.isVisible() and window.chat_panel.composer.send_button.isVisible())
-    for _ in range(5):  # a few turns: the frame's own fitting (a zero timer) and the layouts' posted requests
-        await asyncio.sleep(0.02)
+    from PySide6.QtWidgets import QApplication
+
+    for _ in range(5):  # a few turns, not a time: the frame's own fitting (a zero timer), the layouts' requests
+        QApplication.processEvents()
+        await asyncio.sleep(0)
 
 
 def _report(window) -> dict:

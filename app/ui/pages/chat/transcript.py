@@ -744,6 +744,10 @@ class TranscriptView(QAbstractScrollArea):
             return
         self._restyle_soon()
 
+    def restyle_pending(self) -> bool:
+        """A theme, style or font change is still waiting to be followed (on the next event-loop turn)."""
+        return self._restyle_soon.pending()
+
     def _restyle(self) -> None:
         """Re-style after a palette change; re-measure what is on screen on any theme, style or font change."""
         self._styling = True
