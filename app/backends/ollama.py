@@ -19,10 +19,11 @@ import logging
 import os
 import time
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.backends.facts import OLLAMA_FACTS
 from app.backends.http_lines import closing_lines
 from app.backends.image_parts import for_ollama
 from app.backends.ollama_fields import chat_fields, logprob_entries, ollama_messages, tool_call_pieces
@@ -38,6 +39,7 @@ from app.backends.protocol import (
     RequestRefusedError,
     StateKind,
 )
+from app.backends.streamed_reply import StreamedReply
 from app.core import safe_json
 from app.core.chat.conversation import ReplyStats
 from app.core.errors import InvalidInputError
@@ -221,6 +223,7 @@ class OllamaBackend(BackendBase):
     """Chat through a running Ollama server (``kind = "ollama"``)."""
 
     kind = "ollama"
+    facts = OLLAMA_FACTS
 
     def __init__(self, host: str | None = None, *, keep_alive: float | str | None = None) -> None:
         super().__init__()
@@ -284,13 +287,19 @@ class OllamaBackend(BackendBase):
         self._model, self._kv = None, None
         self._set_state(StateKind.STOPPED)
 
-    async def stream_chat(
+    def stream_chat(
         self, messages: list[dict[str, Any]], params: SamplingParams, options: GenerationOptions | None = None
-    ) -> AsyncIterator[Delta]:
-        """Stream a reply. ``stop()`` ends it (finish reason "stopped"); cancelling the consumer stops it too.
+    ) -> StreamedReply:
+        """Stream a reply. Its ``stop()`` ends it (finish reason "stopped"); cancelling the consumer stops it too.
 
         ``options``: Ollama enforces ``format`` (JSON or a schema) and parses tool calls itself (they come as
         ``Delta.tool_calls``); a forced tool choice or a raw grammar is refused (InvalidInputError)."""
+        return StreamedReply(lambda handle: self._chat(handle, messages, params, options))
+
+    async def _chat(
+        self, handle: StreamedReply, messages: list[dict[str, Any]], params: SamplingParams,
+        options: GenerationOptions | None,
+    ) -> AsyncGenerator[Delta, None]:  # fmt: skip
         fields = chat_fields(options)
         if self.generating:
             raise BackendBusyError("A reply is already being generated. Stop it first.")
@@ -304,6 +313,7 @@ class OllamaBackend(BackendBase):
         body = {"model": name, "messages": ollama_messages(for_ollama(messages)), "options": model_options, **fields}
         self._pump = asyncio.create_task(self._pump_chat(body, queue))
         self._set_state(StateKind.GENERATING, name)
+        handle.on_stop(self.stop)  # one reply at a time: this one
         finish: str | None = None
         try:
             while True:
@@ -336,7 +346,7 @@ class OllamaBackend(BackendBase):
                 pump.cancel()
             if pump is not None:
                 await asyncio.wait({pump})  # the HTTP connection is closed once the pump has ended
-            self._finish(reply, finish or "stopped")  # None: the consumer stopped reading
+            handle.stats = self._finish(reply, finish or "stopped")  # None: the consumer stopped reading
 
     def stop(self) -> None:
         """End the reply in flight: the HTTP stream is closed, which makes Ollama stop generating."""
@@ -428,7 +438,7 @@ class OllamaBackend(BackendBase):
         log.error("Unexpected failure streaming from Ollama: %r", exc)
         return GenerationError(f"Generating through Ollama failed: {exc}.{kept}", partial)
 
-    def _finish(self, reply: _Reply, finish: str) -> None:
+    def _finish(self, reply: _Reply, finish: str) -> ReplyStats:
         now = time.perf_counter()
         final = reply.final
         completion = len(reply.parts)
@@ -441,7 +451,7 @@ class OllamaBackend(BackendBase):
             completion = final.eval_count if final.eval_count is not None else completion
             if final.eval_count and final.eval_duration:
                 decode = final.eval_count / final.eval_duration * 1e9
-        self._stats = ReplyStats(
+        self._stats = stats = ReplyStats(
             prompt_tokens=prompt,
             completion_tokens=completion,
             ttft_ms=(reply.first_at - reply.sent_at) * 1000 if reply.first_at else None,
@@ -455,6 +465,7 @@ class OllamaBackend(BackendBase):
             self._set_state(StateKind.READY, self._model.name)
         elif self._state.kind is StateKind.GENERATING:
             self._set_state(StateKind.STOPPED)
+        return stats
 
 
 def _model_info(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
@@ -25,6 +25,7 @@ from app.backends.http_json import response_json_or_none
 from app.backends.http_lines import closing_lines
 from app.backends.protocol import Delta
 from app.backends.raw_http import KeptAlivePoster
+from app.backends.streamed_reply import StreamedReply
 from app.core import safe_json
 from app.core.chat.conversation import ReplyStats
 from app.core.lazy_import import lazy_import
@@ -329,42 +330,18 @@ def _logprob_entries(logprobs: Any) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-class ChatStream(AsyncIterator[Delta]):
-    """One streamed reply: ``async for delta in stream``; ``stop()`` ends it; ``stats`` once it has ended.
-
-    Also an async context manager (``async with backend.stream_chat(...) as stream``) that closes it on exit.
-    """
+class ChatStream(StreamedReply):
+    """One streamed reply (``StreamedReply``) whose ``stop()`` closes its HTTP request, which makes the server abort
+    it (finish "stopped")."""
 
     def __init__(self, run: Callable[[ChatStream], AsyncGenerator[Delta, None]]) -> None:
-        self.stats: ReplyStats | None = None
-        self.stopping = False
         self._pump: asyncio.Task[None] | None = None
-        self._run = run(self)
-
-    @property
-    def done(self) -> bool:
-        return self.stats is not None
+        super().__init__(run)  # type: ignore[arg-type]  # run is given this ChatStream
 
     def stop(self) -> None:
-        """End this reply: its HTTP request is closed, which makes the server abort it (finish "stopped")."""
-        self.stopping = True
+        super().stop()
         if self._pump is not None:
             self._pump.cancel()
-
-    def __aiter__(self) -> ChatStream:
-        return self
-
-    async def __anext__(self) -> Delta:
-        return await self._run.__anext__()
-
-    async def aclose(self) -> None:
-        await self._run.aclose()
-
-    async def __aenter__(self) -> ChatStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 # --- streaming one reply -----------------------------------------------------------------------------------

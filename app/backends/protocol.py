@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, TypeGuard, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from app.backends.facts import EngineFacts
 from app.core.chat.conversation import ReplyStats
 from app.core.errors import AppError, ErrorKind, InvalidInputError
 from app.core.params import GenerationOptions, LoadParams, SamplingParams
@@ -111,6 +112,7 @@ class BackendBase:
     reply's figures and the KV usage it left."""
 
     kind = "base"
+    facts: ClassVar[EngineFacts] = EngineFacts()
 
     def __init__(self) -> None:
         self._state = BackendState(StateKind.STOPPED)
@@ -143,8 +145,26 @@ class BackendBase:
 
 
 @runtime_checkable
+class ReplyHandle(Protocol):
+    """A streamed reply, the one shape every engine's ``stream_chat`` returns: ``async for delta in reply``, its own
+    ``stop()`` and figures (``stats``, once it has ended), ``aclose()`` to end it early."""
+
+    @property
+    def stats(self) -> ReplyStats | None: ...
+
+    def stop(self) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[Delta]: ...
+
+    def __anext__(self) -> Awaitable[Delta]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
 class Backend(Protocol):
     kind: str
+    facts: ClassVar[EngineFacts]  # what the engine does itself (images, tools, continuing, thinking switches)
 
     @property
     def state(self) -> BackendState: ...
@@ -160,8 +180,8 @@ class Backend(Protocol):
 
     def stream_chat(
         self, messages: list[dict[str, Any]], params: SamplingParams, options: GenerationOptions | None = None
-    ) -> AsyncIterator[Delta]:
-        """Yield the reply; cancelling the consuming task (or closing the iterator) stops at the next token.
+    ) -> ReplyHandle:
+        """The reply; its ``stop()``, cancelling the consuming task or closing it stops at the next token.
         ``options`` (structured output, tools, logprobs) are enforced or refused with RequestRefusedError /
         InvalidInputError, never ignored."""
         ...
@@ -170,31 +190,19 @@ class Backend(Protocol):
         """Stop every reply in flight on this engine at its next token."""
         ...
 
-    def stats(self) -> ReplyStats | None: ...
+    def stats(self) -> ReplyStats | None:
+        """The figures of the last reply that ended (each reply has its own: ``ReplyHandle.stats``)."""
+        ...
 
     def kv_usage(self) -> KvUsage | None: ...
 
     async def close(self) -> None: ...
 
 
-# --- optional capabilities, checked with isinstance ----------------------------------------------------------
-@runtime_checkable
-class ReplyHandle(Protocol):
-    """A streamed reply with its own ``stop()`` and figures (engines that run several replies at once)."""
-
-    @property
-    def stats(self) -> ReplyStats | None: ...
-
-    def stop(self) -> None: ...
-
-    def __aiter__(self) -> AsyncIterator[Delta]: ...
-
-    async def aclose(self) -> None: ...
-
-
+# --- optional capabilities, checked with implements() ---------------------------------------------------------
 @runtime_checkable
 class ConcurrentChats(Protocol):
-    """An engine on which several ``stream_chat`` calls may run at once, each a ``ReplyHandle``."""
+    """An engine on which several ``stream_chat`` calls may run at once."""
 
     @property
     def active_chats(self) -> int: ...
@@ -217,7 +225,7 @@ class TextCompletion(Protocol):
 
     def stream_completion(
         self, prompt: str, params: SamplingParams, options: GenerationOptions | None = None
-    ) -> AsyncIterator[Delta]: ...
+    ) -> ReplyHandle: ...
 
 
 @runtime_checkable
@@ -246,7 +254,3 @@ def implements(obj: object, protocol: type) -> bool:
     if found is None:
         found = _IMPLEMENTS[key] = isinstance(obj, protocol)
     return found
-
-
-def is_reply_handle(obj: object) -> TypeGuard[ReplyHandle]:
-    return implements(obj, ReplyHandle)

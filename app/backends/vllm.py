@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from app.backends import raw_http
+from app.backends.facts import VLLM_FACTS
 from app.backends.http_json import response_json
 from app.backends.openai_stream import (
     CHAT_PATH,
@@ -50,7 +51,7 @@ from app.core.chat.conversation import ReplyStats
 from app.core.errors import InvalidInputError
 from app.core.lazy_import import lazy_import
 from app.core.params import GenerationOptions, LoadParams, SamplingParams
-from app.core.vllm.metrics import MetricsParseError, VllmMetrics, parse_metrics
+from app.core.vllm.metrics import MetricsParseError, VllmMetrics, figures_from_page
 
 if TYPE_CHECKING:
     import httpx
@@ -84,6 +85,7 @@ class VllmBackend(BackendBase):
     """Chat through a vLLM server (``kind = "vllm"``); several replies may generate at once."""
 
     kind = "vllm"
+    facts = VLLM_FACTS
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None) -> None:
         """A vLLM server at ``base_url`` (default http://127.0.0.1:8000): one the app started or someone else's
@@ -196,7 +198,7 @@ class VllmBackend(BackendBase):
         if response.status_code != 200:
             raise BackendError(f"vLLM at {self.base_url} has no readable /metrics (HTTP {response.status_code}).")
         try:
-            self._metrics = parse_metrics(response.text)
+            self._metrics = figures_from_page(response.text, self.base_url)
         except MetricsParseError as exc:
             raise BackendError(str(exc)) from None
         return self._metrics

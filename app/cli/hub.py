@@ -18,8 +18,8 @@ from app.core.settings import SettingsError, load_settings
 from app.core.units import MISSING, format_byte_rate, format_bytes, format_duration
 from app.services.downloads.fetch import FetchPolicy, kind_of_reason
 from app.services.downloads.hub import FORMATS, SORTS, HubError, HubService, resolve_token
+from app.services.downloads.job_runner import JobControl, SpeedMeter, run_job
 from app.services.downloads.jobs import DONE, DownloadJob
-from app.services.downloads.manager import JobControl, SpeedMeter, run_job
 from app.services.paths import app_paths
 
 VERBS = ("hub", "download")

@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -113,8 +112,6 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: ServerConfig, folders: list[Path], vllm_url: str | None) -> int:
     from app.services.api.config import is_loopback
-    from app.services.api.server import ApiServer
-    from app.services.library.index import LibraryRoots, ModelLibrary
     from app.services.paths import app_paths
     from app.services.workstation import Workstation
 
@@ -128,19 +125,16 @@ async def _serve(config: ServerConfig, folders: list[Path], vllm_url: str | None
 
     loop.add_signal_handler(signal.SIGTERM, stopping, EXIT_OK)
     loop.add_signal_handler(signal.SIGINT, stopping, EXIT_INTERRUPTED)
-    paths = app_paths().ensure()
-    workstation = Workstation.create(paths)
+    workstation = Workstation.create(app_paths().ensure())
     if workstation.settings_problem:
         print(f"llm-workstation: {workstation.settings_problem}", file=sys.stderr)
-    roots = LibraryRoots.from_settings(workstation.settings, paths)
-    roots = replace(roots, folders=(*folders, *roots.folders))
-    library = ModelLibrary(roots, paths.library_cache)
     try:
         await loop.run_in_executor(None, workstation.model_settings.load)
         if vllm_url:
             await _offer_vllm(workstation, vllm_url)
-        server = ApiServer.for_workstation(workstation, config, library)
-        url = await server.start()
+        api = workstation.api  # the window's server, with this command line's config and folders
+        api.also_serve(folders)
+        url = await api.start(config)
         print(url, flush=True)
         print(f"OpenAI clients: base_url {url}/v1 · Anthropic clients: base_url {url} · Ctrl-C or SIGTERM stops.",
               file=sys.stderr, flush=True)  # fmt: skip
@@ -148,9 +142,8 @@ async def _serve(config: ServerConfig, folders: list[Path], vllm_url: str | None
             print(f"Listening on {config.host}: other machines can reach this server; they must send the API key.",
                   file=sys.stderr, flush=True)  # fmt: skip
         await stop.wait()
-        await server.stop()
     finally:
-        await workstation.close()  # replies stop, models unload, the engines close
+        await workstation.close()  # the server stops, replies in flight end, models unload, the engines close
     return how[0] if how else EXIT_OK
 
 

@@ -1,5 +1,7 @@
-"""What every client of the app shares — paths, settings, the log, the engine host and the history store — built
-by a composition root: the window's start-up, a CLI verb, or ``serve``. No widget creates or holds any of it."""
+"""What every client of the app shares — paths, settings, the log, the engine host, the history store and the
+long-lived services (downloads, monitor, API server, jobs, Ollama) — built by a composition root: the window's
+start-up, a CLI verb, or ``serve``. No widget creates or holds any of it: pages are views that take a snapshot
+when shown and subscribe. Settings change through one road, ``update_settings``, which emits ``SettingsChanged``."""
 
 from __future__ import annotations
 
@@ -7,21 +9,33 @@ import asyncio
 import copy
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from app.core.settings import Settings, SettingsError, load_settings, save_settings
+from app.core.settings import MAX_RECENT_MODELS, Settings, SettingsError, load_settings, save_settings
 from app.services.chat.history import AsyncConversationStore, ConversationStoreError
 from app.services.engines.host import EngineHost
+from app.services.events import EventHub
 from app.services.logbuffer import LogBuffer
 from app.services.model_settings import FILE_NAME as MODEL_SETTINGS_FILE
 from app.services.model_settings import ModelSettingsStore
 from app.services.paths import AppPaths
+from app.services.settings_changes import SettingsChanged, apply_changes, differences
 
 if TYPE_CHECKING:
+    from app.services.api.service import ApiService
+    from app.services.downloads.service import DownloadService
+    from app.services.jobs.service import JobService
+    from app.services.library.service import LibraryService
     from app.services.mcp.manager import McpManager
+    from app.services.monitor.service import MonitorService
+    from app.services.ollama.shared import SharedOllama
 
 log = logging.getLogger("app.services")
+# The services that exist are stopped in this order: the API server first (no new requests), jobs, downloads,
+# the library, the monitor; the shared Ollama client last (the API catalog and jobs may still use it).
+CLOSE_ORDER = ("api", "jobs", "downloads", "library", "monitor", "ollama")
 
 
 def default_host(settings: Settings, paths: AppPaths) -> EngineHost:
@@ -45,6 +59,11 @@ class Workstation:
     store_problem: str | None = None
     _closed: bool = field(default=False, repr=False)
     _save_lock: asyncio.Lock | None = field(default=None, repr=False)
+    _events: EventHub[SettingsChanged] = field(default_factory=EventHub, repr=False)
+    _saves: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        self.subscribe(self._engines_follow)
 
     @classmethod
     def create(
@@ -72,6 +91,57 @@ class Workstation:
 
         return McpManager(McpConfigFile(self.paths.mcp_servers_file))
 
+    @functools.cached_property
+    def monitor(self) -> MonitorService:
+        """The monitor (sampler, the last samples, alerts, Prometheus endpoint): ``await monitor.start()`` begins
+        sampling; ``snapshot()``, ``subscribe`` for its events. It follows the settings."""
+        from app.services.monitor.service import MonitorService
+
+        return MonitorService.for_workstation(self)
+
+    @functools.cached_property
+    def downloads(self) -> DownloadService:
+        """The download queue; ``await downloads.start()`` reads it and resumes unfinished jobs (the window does)."""
+        from app.services.downloads.service import DownloadService
+
+        service = DownloadService(self)
+        if "library" in self.__dict__:  # the library rescans when a download lands
+            self.library.follow_downloads(service)
+        return service
+
+    @functools.cached_property
+    def library(self) -> LibraryService:
+        """The local model library: ``snapshot()``, ``await scan()``, ``subscribe`` for ``LibraryChanged``."""
+        from app.services.library.service import LibraryService
+
+        service = LibraryService(self)
+        if "downloads" in self.__dict__:
+            service.follow_downloads(self.downloads)
+        return service
+
+    @functools.cached_property
+    def api(self) -> ApiService:
+        """The local API server (start/stop, state, request log; its catalog follows the library and settings)."""
+        from app.services.api.service import ApiService
+
+        return ApiService(self, self.host, self.library, self.model_settings, self.ollama)
+
+    @functools.cached_property
+    def jobs(self) -> JobService:
+        """The long jobs (batch runs, bench runs, the vLLM install): progress, cancel, result; cancelled on close."""
+        from app.services.jobs.service import JobService
+
+        return JobService()
+
+    @functools.cached_property
+    def ollama(self) -> SharedOllama:
+        """The one Ollama client, for the settings' ``ollama_host``: ``async with workstation.ollama.use() as s``."""
+        from app.services.ollama.shared import SharedOllama
+
+        shared = SharedOllama(lambda: self.settings.ollama_host or None)
+        self.subscribe(shared.settings_changed)
+        return shared
+
     async def open_history(self) -> AsyncConversationStore | None:
         """Open the history store (once); None, with ``store_problem`` saying why, when it cannot be opened."""
         if self.store is None and self.store_problem is None:
@@ -82,10 +152,56 @@ class Workstation:
                 log.error("%s", exc)
         return self.store
 
-    def apply_settings(self, settings: Settings) -> None:
-        """New settings from the user: the engines that depend on them follow."""
-        self.settings, self.settings_problem = settings, None
-        self.host.set_ollama_host(settings.ollama_host or None)
+    # --- settings: one road ---------------------------------------------------------------------------------
+    def subscribe(self, listener: Callable[[SettingsChanged], None]) -> Callable[[], None]:
+        """Call ``listener`` with every ``SettingsChanged`` from now on; returns the function that unsubscribes."""
+        return self._events.subscribe(listener)
+
+    def update_settings(self, **changes: Any) -> SettingsChanged | None:
+        """Set these settings fields, save them (off the loop's thread, serialized) and tell every listener which
+        changed; None when nothing did. Without a running loop (a CLI verb) the file is written at once."""
+        names = apply_changes(self.settings, changes)
+        if not names:
+            return None
+        self._save_soon()
+        event = SettingsChanged(names)
+        self._events.emit(event)
+        return event
+
+    def replace_settings(self, settings: Settings) -> SettingsChanged | None:
+        """The Settings page's whole form (or a file read again): its differences go the one road."""
+        self.settings_problem = None  # readable or chosen by the user: in use, and saved
+        return self.update_settings(**differences(self.settings, settings))
+
+    def remember_model(self, entry: str) -> SettingsChanged | None:
+        """``entry`` was just used: first in the recent models."""
+        recent = [entry] + [e for e in self.settings.recent_models if e != entry]
+        return self.update_settings(recent_models=recent[:MAX_RECENT_MODELS])
+
+    async def settings_saved(self) -> None:
+        """Wait for the saves in flight (the window's close and tests)."""
+        while self._saves:
+            await asyncio.gather(*list(self._saves), return_exceptions=True)
+
+    def _save_soon(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            if not self.settings_problem:
+                save_settings(self.settings, self.paths.settings_file)
+            return
+        task = loop.create_task(self.save_settings())
+        self._saves.add(task)
+        task.add_done_callback(self._save_done)
+
+    def _save_done(self, task: asyncio.Task[None]) -> None:
+        self._saves.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("Could not save the settings: %s", task.exception())
+
+    def _engines_follow(self, event: SettingsChanged) -> None:
+        if event.touches("ollama_host"):
+            self.host.set_ollama_host(self.settings.ollama_host or None)
 
     async def save_settings(self) -> None:
         """Write the settings off the event loop's thread; never over a file that could not be read."""
@@ -98,11 +214,21 @@ class Workstation:
             snapshot = copy.deepcopy(self.settings)
             await asyncio.get_running_loop().run_in_executor(None, save_settings, snapshot, self.paths.settings_file)
 
+    # --- the long-lived services: each made on first use, stopped in order on close ----------------------------
     async def close(self) -> None:
-        """Stop the engines and the MCP servers, and close the history. Idempotent."""
+        """Stop the services (API server, jobs, downloads, monitor), the engines and the MCP servers, save the
+        settings and close the history. Idempotent."""
         if self._closed:
             return
         self._closed = True
+        for name in CLOSE_ORDER:
+            service = self.__dict__.get(name)
+            if service is not None:
+                try:
+                    await service.close()
+                except Exception:  # one service failing to stop must not keep the others running
+                    log.exception("Could not stop the %s service", name)
+        await self.settings_saved()
         await self.host.close()
         if "mcp" in self.__dict__:  # created: stop its servers
             await self.mcp.close()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
@@ -27,13 +28,11 @@ from PySide6.QtWidgets import (
 from app import __version__
 from app.core.lazy_import import import_now
 from app.core.modelfile.parser import Modelfile
-from app.core.settings import Settings
 from app.services.workstation import Workstation
 from app.ui import window_state
 from app.ui.log_viewer import LogViewer
 from app.ui.page import Page
 from app.ui.page_paths import PAGE_PATHS
-from app.ui.pages.chat.panel import ChatPanel
 from app.ui.status_bar import AppStatusBar
 from app.ui.style.icons import icon
 from app.ui.tasks import loop_running, spawn
@@ -41,8 +40,10 @@ from app.ui.tasks import loop_running, spawn
 if TYPE_CHECKING:  # the pages' modules are imported when a page is first built, not at start-up
     from pathlib import Path
 
+    from app.services.api.events import ApiEvent
     from app.ui.pages.batch.panel import BatchPanel
     from app.ui.pages.bench.panel import BenchPanel
+    from app.ui.pages.chat.panel import ChatPanel
     from app.ui.pages.modelfiles.panel import ModelfilePanel
     from app.ui.pages.models.discover import DiscoverPanel
     from app.ui.pages.models.downloads import DownloadsPanel
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the pages' modules are imported when a page is first built,
 WINDOW_CLASS = "llm-workstation"
 NAV_WIDE, NAV_NARROW, NAV_COMPACT_BELOW = 150, 48, 1150
 CLIENT_WARM_UP_DELAY_MS = 1500
+MONITOR_START_DELAY_MS = 1500  # after the warm-up: sampling (alerts in the status bar) begins 3 s after the show
 RESUME_DOWNLOADS_DELAY_MS = 250  # after the first frame: the window shows first, then downloads resume
 log = logging.getLogger("app.ui")
 
@@ -69,13 +71,76 @@ class PageSpec:
     build: Callable[[], QWidget]
 
 
+@dataclass(frozen=True)
+class ViewSpec:
+    """A page or sub-page, built the first time it is asked for: ``cls(workstation, window)`` from ``module``
+    (imported then, not at start-up), then ``wire(window, view)`` connects its requests to the window."""
+
+    module: str
+    cls: str
+    wire: Callable[[MainWindow, Any], None] | None = None
+    extra: Callable[[MainWindow], tuple[object, ...]] = lambda _window: ()  # arguments after the workstation
+
+
+def _wire_library(window: MainWindow, panel: ModelsPanel) -> None:
+    panel.load_in_chat_requested.connect(window.chat_with_model)
+    panel.serve_in_vllm_requested.connect(window.serve_with_vllm)
+    panel.starter_requested.connect(window.use_starter_model)
+    panel.open_page_requested.connect(window.open_path)
+
+
+def _wire_downloads(window: MainWindow, panel: DownloadsPanel) -> None:
+    panel.open_page_requested.connect(window.open_path)
+
+
+def _wire_batch(window: MainWindow, panel: BatchPanel) -> None:
+    panel.open_page_requested.connect(window.open_path)
+
+
+def _wire_monitor(window: MainWindow, panel: MonitorPanel) -> None:
+    panel.open_page_requested.connect(window.open_path)
+
+
+def _start_monitor(window: MainWindow) -> None:
+    """The monitor samples from start-up, its page opened or not: its alerts go to the status bar."""
+    if not (window._closing or window._closed):
+        window.status.follow_monitor(window.workstation.monitor)
+        spawn(window.workstation.monitor.start(), "monitor: start")
+
+
+def _status_bar(window: MainWindow) -> tuple[object, ...]:
+    return (window.status,)
+
+
+VIEWS: dict[str, ViewSpec] = {
+    "chat": ViewSpec("app.ui.pages.chat.panel", "ChatPanel", extra=_status_bar),
+    "library": ViewSpec("app.ui.pages.models.library", "ModelsPanel", _wire_library),
+    "discover": ViewSpec("app.ui.pages.models.discover", "DiscoverPanel"),
+    "downloads": ViewSpec("app.ui.pages.models.downloads", "DownloadsPanel", _wire_downloads),
+    "ollama": ViewSpec(
+        "app.ui.pages.models.ollama", "OllamaModelsPanel", lambda w, p: p.chat_requested.connect(w.chat_with_model)
+    ),
+    "modelfiles": ViewSpec(
+        "app.ui.pages.modelfiles.panel",
+        "ModelfilePanel",
+        lambda w, p: p.use_in_chat_requested.connect(w.use_modelfile_in_chat),
+    ),
+    "vllm": ViewSpec("app.ui.pages.vllm.panel", "VllmPanel"),
+    "batch": ViewSpec("app.ui.pages.batch.panel", "BatchPanel", _wire_batch),
+    "bench": ViewSpec("app.ui.pages.bench.panel", "BenchPanel"),
+    "monitor": ViewSpec("app.ui.pages.monitor.panel", "MonitorPanel", _wire_monitor),
+    "server": ViewSpec("app.ui.pages.server.page", "ServerPage"),
+    "settings": ViewSpec("app.ui.pages.settings.page", "SettingsPage"),
+}
+
+
 class MainWindow(QMainWindow):
     """The window: navigation, pages (each built when first shown), status bar, log dock and menus. It holds no
     engine and no store: those are the workstation's (its composition root is ``app.ui.app``)."""
 
     def __init__(self, workstation: Workstation) -> None:
         super().__init__()
-        self.context = workstation
+        self.workstation = workstation
         self.setWindowTitle("LLM Workstation")
         self.setObjectName("MainWindow")
         self.resize(window_state.DEFAULT_SIZE)  # until restore_window_state fits it to the screen
@@ -86,15 +151,15 @@ class MainWindow(QMainWindow):
         self.status.server_label.clicked.connect(lambda: self.show_page("API server"))
         self._widgets: dict[str, QWidget] = {}  # every page and sub-page built so far, by name
         self._specs = [
-            PageSpec("Chat", "chat", self._build_chat),
+            PageSpec("Chat", "chat", lambda: self._view("chat")),
             PageSpec("Models", "models", self._build_models),
-            PageSpec("Modelfiles", "modelfiles", self._build_modelfiles),
-            PageSpec("vLLM", "vllm", self._build_vllm),
-            PageSpec("Batch", "batch", self._build_batch),
-            PageSpec("Bench", "bench", self._build_bench),
-            PageSpec("Monitor", "monitor", self._build_monitor),
-            PageSpec("API server", "api", self._build_server),
-            PageSpec("Settings", "settings", self._build_settings),
+            PageSpec("Modelfiles", "modelfiles", lambda: self._view("modelfiles")),
+            PageSpec("vLLM", "vllm", lambda: self._view("vllm")),
+            PageSpec("Batch", "batch", lambda: self._view("batch")),
+            PageSpec("Bench", "bench", lambda: self._view("bench")),
+            PageSpec("Monitor", "monitor", lambda: self._view("monitor")),
+            PageSpec("API server", "api", lambda: self._view("server")),
+            PageSpec("Settings", "settings", lambda: self._view("settings")),
         ]  # Ctrl+1 … Ctrl+9 show them in this order
         self._build_central()
         self._build_log_dock()
@@ -190,13 +255,16 @@ class MainWindow(QMainWindow):
                     return page.widget(index) or page
         return page
 
-    def _sub_page(self, name: str, build: Callable[[], QWidget]) -> QWidget:
-        if name not in self._widgets:
-            self._widgets[name] = build()
-        return self._widgets[name]
-
-    def _build_chat(self) -> QWidget:
-        return self._sub_page("chat", lambda: ChatPanel(self.context, self.status, self))
+    def _view(self, key: str) -> QWidget:
+        """The page or sub-page ``key`` (``chat``, ``library`` … in ``VIEWS``), built and wired the first time."""
+        if key not in self._widgets:
+            spec = VIEWS[key]
+            view_class = getattr(importlib.import_module(spec.module), spec.cls)
+            view = view_class(self.workstation, *spec.extra(self), self)
+            self._widgets[key] = view
+            if spec.wire is not None:
+                spec.wire(self, view)
+        return self._widgets[key]
 
     def _build_models(self) -> QWidget:
         tabs = QTabWidget()
@@ -206,173 +274,54 @@ class MainWindow(QMainWindow):
         tabs.addTab(self.ollama_models_panel, "Ollama")
         return tabs
 
-    def _build_modelfiles(self) -> QWidget:
-        return self.modelfile_panel
-
-    def _build_vllm(self) -> QWidget:
-        return self.vllm_panel
-
-    def _build_batch(self) -> QWidget:
-        return self.batch_panel
-
-    def _build_bench(self) -> QWidget:
-        return self.bench_panel
-
-    def _build_settings(self) -> QWidget:
-        return self.settings_page
-
-    def _build_server(self) -> QWidget:
-        return self.server_page
-
-    def _build_monitor(self) -> QWidget:
-        return self.monitor_panel
-
-    # The pages, by name: each is built the first time it is asked for.
+    # The pages, by name, typed for their callers: each is built the first time it is asked for.
     @property
     def chat_panel(self) -> ChatPanel:
-        page = self._sub_page("chat", lambda: ChatPanel(self.context, self.status, self))
-        assert isinstance(page, ChatPanel)
-        return page
+        return cast("ChatPanel", self._view("chat"))
 
     @property
     def models_panel(self) -> ModelsPanel:
-        from app.ui.pages.models.library import ModelsPanel
-
-        def build() -> ModelsPanel:
-            panel = ModelsPanel(self.context, self)
-            panel.load_in_chat_requested.connect(self.chat_with_model)
-            panel.serve_in_vllm_requested.connect(self.serve_with_vllm)
-            panel.starter_requested.connect(self.use_starter_model)
-            panel.open_page_requested.connect(self.open_path)
-            return panel
-
-        page = self._sub_page("library", build)
-        assert isinstance(page, ModelsPanel)
-        return page
+        return cast("ModelsPanel", self._view("library"))
 
     @property
     def downloads_panel(self) -> DownloadsPanel:
-        from app.ui.pages.models.downloads import DownloadsPanel
-
-        def build() -> DownloadsPanel:
-            panel = DownloadsPanel(self.context, self)
-            panel.download_completed.connect(self._download_completed)
-            panel.open_page_requested.connect(self.open_path)
-            return panel
-
-        page = self._sub_page("downloads", build)
-        assert isinstance(page, DownloadsPanel)
-        return page
+        return cast("DownloadsPanel", self._view("downloads"))
 
     @property
     def discover_panel(self) -> DiscoverPanel:
-        from app.ui.pages.models.discover import DiscoverPanel
-
-        page = self._sub_page("discover", lambda: DiscoverPanel(self.context, self.downloads_panel, self))
-        assert isinstance(page, DiscoverPanel)
-        return page
+        return cast("DiscoverPanel", self._view("discover"))
 
     @property
     def ollama_models_panel(self) -> OllamaModelsPanel:
-        from app.ui.pages.models.ollama import OllamaModelsPanel
-
-        def build() -> OllamaModelsPanel:
-            panel = OllamaModelsPanel(self.context, self)
-            panel.chat_requested.connect(self.chat_with_model)
-            return panel
-
-        page = self._sub_page("ollama", build)
-        assert isinstance(page, OllamaModelsPanel)
-        return page
+        return cast("OllamaModelsPanel", self._view("ollama"))
 
     @property
     def modelfile_panel(self) -> ModelfilePanel:
-        from app.ui.pages.modelfiles.panel import ModelfilePanel
-
-        def build() -> ModelfilePanel:
-            panel = ModelfilePanel(self.context, self)
-            panel.use_in_chat_requested.connect(self.use_modelfile_in_chat)
-            return panel
-
-        page = self._sub_page("modelfiles", build)
-        assert isinstance(page, ModelfilePanel)
-        return page
+        return cast("ModelfilePanel", self._view("modelfiles"))
 
     @property
     def vllm_panel(self) -> VllmPanel:
-        from app.ui.pages.vllm.panel import VllmPanel
-
-        def build() -> VllmPanel:
-            panel = VllmPanel(self.context, self)
-            panel.settings_changed_requested.connect(self.apply_setting_changes)
-            return panel
-
-        page = self._sub_page("vllm", build)
-        assert isinstance(page, VllmPanel)
-        return page
+        return cast("VllmPanel", self._view("vllm"))
 
     @property
     def batch_panel(self) -> BatchPanel:
-        from app.ui.pages.batch.panel import BatchPanel
-
-        def build() -> BatchPanel:
-            panel = BatchPanel(self.context, self)
-            panel.open_page_requested.connect(self.open_path)
-            if "server" in self._widgets:  # the API server may already be running
-                panel.set_app_server(self.server_page.url, self.server_page.api_key)
-            return panel
-
-        page = self._sub_page("batch", build)
-        assert isinstance(page, BatchPanel)
-        return page
+        return cast("BatchPanel", self._view("batch"))
 
     @property
     def bench_panel(self) -> BenchPanel:
-        from app.ui.pages.bench.panel import BenchPanel
-
-        page = self._sub_page("bench", lambda: BenchPanel(self.context, self))
-        assert isinstance(page, BenchPanel)
-        return page
+        return cast("BenchPanel", self._view("bench"))
 
     @property
     def monitor_panel(self) -> MonitorPanel:
-        from app.ui.pages.monitor.panel import MonitorPanel
-
-        def build() -> MonitorPanel:
-            panel = MonitorPanel(self.context, self)
-            panel.alerts_changed.connect(self.status.show_alerts)
-            panel.settings_changed_requested.connect(self.apply_setting_changes)
-            return panel
-
-        page = self._sub_page("monitor", build)
-        assert isinstance(page, MonitorPanel)
-        return page
+        return cast("MonitorPanel", self._view("monitor"))
 
     @property
     def server_page(self) -> ServerPage:
-        from app.ui.pages.server.page import ServerPage
-
-        def build() -> ServerPage:
-            page = ServerPage(self.context, self)
-            page.serving_changed.connect(self._serving_changed)
-            return page
-
-        page = self._sub_page("server", build)
-        assert isinstance(page, ServerPage)
-        return page
+        return cast("ServerPage", self._view("server"))
 
     @property
     def settings_page(self) -> SettingsPage:
-        from app.ui.pages.settings.page import SettingsPage
-
-        def build() -> SettingsPage:
-            page = SettingsPage(self.context, self)
-            page.settings_saved.connect(self.apply_settings)
-            return page
-
-        page = self._sub_page("settings", build)
-        assert isinstance(page, SettingsPage)
-        return page
+        return cast("SettingsPage", self._view("settings"))
 
     def built_pages(self) -> list[Page]:
         """Every page built so far (a top-level page that is also a sub-page counts once)."""
@@ -380,11 +329,6 @@ class MainWindow(QMainWindow):
         return list(unique.values())
 
     # --- actions across pages -------------------------------------------------------------------------------
-    def apply_setting_changes(self, changes: dict[str, object]) -> None:
-        for name, value in changes.items():
-            setattr(self.context.settings, name, value)
-        spawn(self.context.save_settings(), "save settings")
-
     def show_engine_menu(self) -> None:
         """The status bar's switcher: every model the chat can run on, grouped by engine."""
         menu = QMenu(self)
@@ -414,11 +358,14 @@ class MainWindow(QMainWindow):
         self.vllm_panel.form.model.setText(model_folder)
         self.show_page("vLLM")
 
-    def _serving_changed(self, url: str | None, requests: int) -> None:
-        """The API server started, stopped or took a request: the status bar and the batch runner follow."""
-        self.status.show_server(url, requests)
-        if "batch" in self._widgets:
-            self.batch_panel.set_app_server(url, self.server_page.api_key)
+    def _api_event(self, event: ApiEvent) -> None:
+        """The API server started, stopped or took a request: the status bar follows."""
+        from app.services.api.events import ApiStateChanged
+
+        if isinstance(event, ApiStateChanged):
+            self.status.show_server(event.snapshot.url, event.snapshot.requests)
+        else:
+            self.status.show_server(self.workstation.api.url, event.requests)
 
     def new_chat(self) -> None:
         """File → New chat (Ctrl+N) from any page: the Chat page is shown, with a new chat in it."""
@@ -439,13 +386,8 @@ class MainWindow(QMainWindow):
         self.chat_panel.apply_modelfile(modelfile, path.name.split(".")[0] if path else "Modelfile")
         self.show_page("Chat")
 
-    def _download_completed(self, _local_path: str) -> None:
-        """A download landed: the library shows it (once it has been shown)."""
-        if "library" in self._widgets:
-            self.models_panel.rescan()
-
     def _build_log_dock(self) -> None:
-        self.log_viewer = LogViewer(self.context.log_buffer)
+        self.log_viewer = LogViewer(self.workstation.log_buffer)
         self.log_dock = QDockWidget("Log", self)
         self.log_dock.setObjectName("log_dock")
         self.log_dock.setWidget(self.log_viewer)
@@ -491,15 +433,6 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> None:
         self.show_page("Settings")
 
-    def apply_settings(self, settings: Settings) -> None:
-        self.context.apply_settings(settings)
-        for page in self.built_pages():
-            page.settings_changed()
-        spawn(self.context.save_settings(), "save settings")
-
-    async def save_settings(self) -> None:
-        await self.context.save_settings()
-
     def show_about(self) -> None:
         box = QMessageBox(self)
         box.setWindowTitle("About LLM Workstation")
@@ -513,7 +446,7 @@ class MainWindow(QMainWindow):
     def restore_window_state(self) -> None:
         """Before the first show: size, place, maximized state and panes as the person left them, fitted to this
         screen (the first time: sized to the screen); they are saved again when the window closes."""
-        self._state_file = window_state.state_file(self.context.paths.config_dir)
+        self._state_file = window_state.state_file(self.workstation.paths.config_dir)
         window_state.apply(self, window_state.load(self._state_file))
 
     def save_window_state(self) -> None:
@@ -528,13 +461,22 @@ class MainWindow(QMainWindow):
                 QTimer.singleShot(0, self, lambda: window_state.keep_on_screen(self))
             QTimer.singleShot(RESUME_DOWNLOADS_DELAY_MS, self, self._resume_downloads)
             QTimer.singleShot(CLIENT_WARM_UP_DELAY_MS, self._warm_up_clients)
-            if self.context.settings.api_autostart:  # the local API server starts with the window
-                QTimer.singleShot(0, self, lambda: self.server_page.start())
+            QTimer.singleShot(0, self, self._follow_api)
+
+    def _follow_api(self) -> None:
+        """After the first frame: the status bar follows the local API server, which starts now when the settings
+        say so (its page is not built)."""
+        api = self.workstation.api
+        unfollow = api.subscribe(self._api_event)
+        self.destroyed.connect(lambda: unfollow())
+        self.status.show_server(api.url, api.snapshot().requests)
+        if loop_running() and not (self._closing or self._closed):
+            spawn(api.autostart(), "api: autostart")
 
     def _resume_downloads(self) -> None:
-        """Unfinished downloads continue once the window is up (their page is built for that)."""
-        if not (self._closing or self._closed):
-            self.downloads_panel  # noqa: B018
+        """Unfinished downloads continue once the window is up (the workstation's service; no page is built)."""
+        if loop_running() and not (self._closing or self._closed):
+            spawn(self.workstation.downloads.start(), "downloads: resume")
 
     def _warm_up_clients(self) -> None:
         """Soon after start-up: list Ollama's models for the chat, and load the HTTP and Ollama client libraries
@@ -543,7 +485,7 @@ class MainWindow(QMainWindow):
         if loop_running() and not (self._closing or self._closed):
             spawn(_import_clients(), "warm-up imports")
             spawn(self.chat_panel.refresh_ollama_models(), "list Ollama models")  # for the chat's model picker
-            self.monitor_panel  # noqa: B018 - built now so its alerts reach the status bar (it samples 3 s later)
+            QTimer.singleShot(MONITOR_START_DELAY_MS, self, lambda: _start_monitor(self))  # 3 s after the show
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self._closing:  # a close while the shutdown runs (a SIGTERM after the close button) would cut it short
@@ -571,7 +513,7 @@ class MainWindow(QMainWindow):
         self._closed = True
         for page in self.built_pages():
             await page.shutdown()
-        await self.context.close()
+        await self.workstation.close()
 
 
 async def _import_clients() -> None:

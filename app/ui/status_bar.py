@@ -3,6 +3,9 @@ reply's speed. Every label shrinks (long model names are elided), so the status 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar, QToolButton, QWidget
 
@@ -11,8 +14,12 @@ from app.core.chat.conversation import ReplyStats
 from app.core.chat.overflow import WARN_AT
 from app.core.units import MISSING, format_tokens_per_s
 from app.services.library.names import model_display_name
+from app.services.monitor.events import AlertsChanged, MonitorEvent
 from app.ui.style.theme import tokens
 from app.ui.widgets.elided_label import ElidedLabel
+
+if TYPE_CHECKING:
+    from app.services.monitor.service import MonitorService
 
 ENGINE_NAMES = {"llamacpp": "llama.cpp", "ollama": "Ollama", "vllm": "vLLM"}
 MODEL_LABEL_WIDTH = 260  # at most; the name is elided in the middle below that
@@ -67,6 +74,15 @@ class AppStatusBar(QStatusBar):
         host = url.split("://", 1)[-1]
         self.server_label.setText(f"API {host} · {requests:,} request{'s' if requests != 1 else ''}")
         self.server_label.setToolTip(f"The API server listens on {url}.\nClick to open the API server page.")
+
+    def follow_monitor(self, monitor: MonitorService) -> Callable[[], None]:
+        """Show the monitor's alerts from now on (its page opened or not); returns the function that stops it."""
+        self.show_alerts([alert.message for alert in monitor.snapshot().alerts])
+        return monitor.subscribe(self._monitor_event)
+
+    def _monitor_event(self, event: MonitorEvent) -> None:
+        if isinstance(event, AlertsChanged):
+            self.show_alerts(event.messages)
 
     def show_alerts(self, messages: list[str]) -> None:
         """The monitor's alerts: a count here, the messages in the tooltip; hidden when there are none."""

@@ -1,7 +1,7 @@
 """Thinking models in the core: which switches a chat template offers (read with jinja2.meta), what a choice becomes
 as template variables, whether the prompt opens the thinking block, and one reply's thinking and answer split from
 recorded streams of each engine style (llama.cpp's raw text with tags, vLLM's reasoning SSE, Ollama's thinking
-NDJSON), with the thinking's own duration and token count."""
+NDJSON) by the one reply reader, with the thinking's own duration and token count."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from app.backends.openai_stream import Reply, absorb_delta, sse_data
+from app.backends.protocol import Delta
 from app.core import safe_json
-from app.core.chat.reply_parser import ContentDelta, ContentRecast, ReplyParser, ThinkingDelta
+from app.core.chat.reply_parser import ReplyParser
+from app.core.chat.reply_reader import RecastOut, ReplyReader, TextOut, ThinkingOut
 from app.core.chat.thinking import (
     ThinkingChoice,
     ThinkingControls,
@@ -21,7 +23,6 @@ from app.core.chat.thinking import (
     template_variables,
     thinking_controls,
 )
-from app.core.chat.thinking_split import ReplySplit
 from app.core.chat.tool_formats import THINK_TAGS, THINKING_TAGS, ReplyConfig, ReplyFormat, reply_format_for
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -116,8 +117,8 @@ def test_whether_the_prompt_opens_the_thinking_block(template, variables, opens)
 def test_tag_variants_are_recognised_from_the_template():
     config = reply_format_for("{{ '<thinking>' }}{{ messages }}")
     assert config.think == THINKING_TAGS
-    split = ReplySplit(ReplyParser(config))
-    split.feed("<thinking>plan</thinking>answer")
+    split = ReplyReader(ReplyParser(config))
+    split.feed(Delta("<thinking>plan</thinking>answer"))
     split.finish()
     assert (split.thinking, split.content) == ("plan", "answer")
 
@@ -152,12 +153,12 @@ def ollama_pieces(name: str) -> list[tuple[str, str]]:
     return [(m["message"].get("content", ""), m["message"].get("thinking", "")) for m in lines if not m["done"]]
 
 
-def split_all(pieces: list[tuple[str, str]], config: ReplyConfig | None = None) -> ReplySplit:
+def split_all(pieces: list[tuple[str, str]], config: ReplyConfig | None = None) -> ReplyReader:
     clock = Clock()
-    split = ReplySplit(ReplyParser(config or ReplyConfig(ReplyFormat.NONE)), clock=clock)
+    split = ReplyReader(ReplyParser(config or ReplyConfig(ReplyFormat.NONE)), clock=clock)
     for text, reasoning in pieces:
         clock.now += 0.1
-        split.feed(text, reasoning)
+        split.feed(Delta(text, reasoning=reasoning))
     clock.now += 0.1
     split.finish()
     return split
@@ -191,11 +192,11 @@ def test_missing_opening_tag_recasts_what_came_before_as_thinking():
     text = (REPLIES / "deepseek_r1_prompt_opened.txt").read_text("utf-8")
     pieces = [(text[i : i + 3], "") for i in range(0, len(text), 3)]
     events = []
-    split = ReplySplit(ReplyParser(ReplyConfig(ReplyFormat.NONE)), clock=Clock())
+    split = ReplyReader(ReplyParser(ReplyConfig(ReplyFormat.NONE)), clock=Clock())
     for piece, _ in pieces:
-        events += split.feed(piece)
+        events += split.feed(Delta(piece))
     events += split.finish()
-    recast = [e for e in events if isinstance(e, ContentRecast)]
+    recast = [e for e in events if isinstance(e, RecastOut)]
     assert len(recast) == 1 and recast[0].thinking == split.thinking
     assert split.thinking.startswith("Okay, so I need") and split.content.startswith('The word **"strawberry"**')
     assert split.thinking_tokens > 50  # the pieces shown as answer until the tag came are counted as thinking
@@ -215,6 +216,6 @@ def test_no_thinking_no_figures():
 
 
 def test_engine_reasoning_and_tags_in_one_piece_keep_their_order():
-    split = ReplySplit(ReplyParser(ReplyConfig(ReplyFormat.NONE)), clock=Clock())
-    events = split.feed("Answer", "thought")
-    assert events == [ThinkingDelta("thought"), ContentDelta("Answer")]
+    split = ReplyReader(ReplyParser(ReplyConfig(ReplyFormat.NONE)), clock=Clock())
+    events = split.feed(Delta("Answer", reasoning="thought"))
+    assert events == [ThinkingOut("thought"), TextOut("Answer")]

@@ -13,6 +13,7 @@ from app.services.api.catalog import Candidate, assign_ids, ollama_lister
 from app.services.api.config import ServerConfig
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import ModelUnloaded, VllmEndpoint
+from app.services.ollama.shared import SharedOllama
 from tests.support.api_harness import ApiHarness
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAIServer
@@ -72,7 +73,7 @@ def vllm():
 
 @pytest.fixture(scope="module")
 def api(folder, ollama, vllm):
-    harness = ApiHarness(folder, ServerConfig(port=0), list_ollama=ollama_lister(lambda: ollama.host),
+    harness = ApiHarness(folder, ServerConfig(port=0), list_ollama=ollama_lister(SharedOllama(lambda: ollama.host)),
                          ollama_host=ollama.host)  # fmt: skip
     with harness:
 

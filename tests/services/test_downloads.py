@@ -12,9 +12,9 @@ import pytest
 
 from app.services.downloads.fetch import FetchPolicy
 from app.services.downloads.hub import HubError, HubService
+from app.services.downloads.job_runner import JobControl, run_job
 from app.services.downloads.jobs import DONE, FAILED, PAUSED, QUEUED, STALLED, placement
-from app.services.downloads.manager import JobControl, run_job
-from app.services.downloads.queue import DownloadManager
+from app.services.downloads.queue import DownloadQueue
 from app.services.library.hf_cache import hf_hub_cache_dir
 from tests.support.hf_server import VALID_TOKEN, FileFault, HubServer, Repo, random_bytes, use_hub
 
@@ -110,7 +110,7 @@ def test_persistent_server_errors_fail_with_the_partial_kept_and_a_retry_hint(hu
 
 def test_stall_is_shown_as_stalled_then_retried_from_the_partial(hub, tmp_path):
     hub.faults[BIG] = FileFault(stall_after_bytes=1_000_000, stall_s=3.0)
-    manager = DownloadManager(tmp_path / "q.json", policy=FetchPolicy(stall_s=1.0, backoff_s=0.05))
+    manager = DownloadQueue(tmp_path / "q.json", policy=FetchPolicy(stall_s=1.0, backoff_s=0.05))
     job_id = manager.add(plan("org/Big-GGUF", files=[BIG]))
     manager.start()
     seen = set()
@@ -211,7 +211,7 @@ def test_disk_full_mid_file_keeps_the_partial_and_resumes_after_space_is_freed(h
 def test_queue_survives_a_restart_and_continues_from_the_partial(hub, tmp_path):
     hub.throttle_bytes_per_s = 2_000_000
     store = tmp_path / "downloads.json"
-    first = DownloadManager(store, policy=FAST)
+    first = DownloadQueue(store, policy=FAST)
     job_id = first.add(plan("org/Big-GGUF", files=[BIG]))
     first.start()
     deadline = time.monotonic() + 60
@@ -222,7 +222,7 @@ def test_queue_survives_a_restart_and_continues_from_the_partial(hub, tmp_path):
     partial_bytes = placement(first.job(job_id), first.job(job_id).files[0]).partial_path.stat().st_size
     assert 0 < partial_bytes < 3_000_000
     hub.throttle_bytes_per_s = None
-    second = DownloadManager(store, policy=FAST)
+    second = DownloadQueue(store, policy=FAST)
     assert [v.id for v in second.views()] == [job_id] and second.views()[0].state == QUEUED
     second.start()
     wait_for(lambda: second.views()[0].state == DONE)
@@ -238,7 +238,7 @@ def test_queue_survives_a_restart_and_continues_from_the_partial(hub, tmp_path):
 
 def test_pause_resume_cancel_and_remove(hub, tmp_path):
     hub.throttle_bytes_per_s = 2_000_000
-    manager = DownloadManager(tmp_path / "q.json", policy=FAST)
+    manager = DownloadQueue(tmp_path / "q.json", policy=FAST)
     done = []
     manager.completed.append(lambda job: done.append(job.id))
     job_id = manager.add(plan("org/Big-GGUF", files=[BIG]))
@@ -265,13 +265,13 @@ def test_pause_resume_cancel_and_remove(hub, tmp_path):
     manager.remove(job_id)
     assert manager.views() == [] and Path(manager.job(job_id) or "gone") == Path("gone")
     manager.shutdown()
-    assert DownloadManager(tmp_path / "q.json").views() == []
+    assert DownloadQueue(tmp_path / "q.json").views() == []
 
 
 def test_a_broken_queue_file_is_set_aside(tmp_path):
     store = tmp_path / "q.json"
     store.write_text("{not json", encoding="utf-8")
-    assert DownloadManager(store).views() == []
+    assert DownloadQueue(store).views() == []
     assert (tmp_path / "q.bad").read_text(encoding="utf-8") == "{not json"
 
 
@@ -352,7 +352,7 @@ def test_the_view_never_waits_for_a_queue_file_write_and_the_newest_state_wins(t
 
     from app.services.downloads.jobs import DownloadJob, JobFile, JobStore
 
-    manager = DownloadManager(tmp_path / "q.json", max_active=0)  # nothing runs: only the queue file is written
+    manager = DownloadQueue(tmp_path / "q.json", max_active=0)  # nothing runs: only the queue file is written
     writing, release = threading.Event(), threading.Event()
     real_write = JobStore.write
 
@@ -382,7 +382,7 @@ def test_the_view_never_waits_for_a_queue_file_write_and_the_newest_state_wins(t
 def test_cancel_keeps_a_partial_file_another_downloader_is_writing(hub, tmp_path):
     from app.services.downloads.fetch import partial_lock
 
-    manager = DownloadManager(tmp_path / "q.json", max_active=0)
+    manager = DownloadQueue(tmp_path / "q.json", max_active=0)
     first, second = plan("org/Big-GGUF", files=[BIG]), plan("org/Big-GGUF", files=[BIG])
     partial = placement(first, first.files[0]).partial_path
     partial.parent.mkdir(parents=True, exist_ok=True)
@@ -468,7 +468,7 @@ def test_a_queue_file_that_cannot_be_set_aside_gives_an_empty_queue(tmp_path, ca
     bad = tmp_path / ("q" * 250 + ".bad")
     bad.mkdir()
     (bad / "keep").write_text("x")  # a non-empty folder where the broken file would go
-    manager = DownloadManager(store)
+    manager = DownloadQueue(store)
     assert manager.views() == []
     assert "cannot read the download queue" in caplog.text and "nor move it aside" in caplog.text
     assert (bad / "keep").read_text() == "x"
@@ -479,7 +479,7 @@ def test_successive_broken_queue_files_are_all_kept(tmp_path):
     contents = ["{not json", "[" * 100_000 + "]" * 100_000, '{"jobs": 7}']
     for content in contents:
         store.write_text(content, encoding="utf-8")
-        assert DownloadManager(store).views() == []
+        assert DownloadQueue(store).views() == []
         assert not store.exists()
     kept = [tmp_path / "downloads.bad", tmp_path / "downloads.bad.1", tmp_path / "downloads.bad.2"]
     assert [p.read_text(encoding="utf-8") for p in kept] == contents  # the first is never overwritten
@@ -501,6 +501,6 @@ def test_a_queue_with_a_field_of_the_wrong_type_or_nested_json_is_set_aside(tmp_
     store = tmp_path / "q.json"
     text = '{"version": 1, "jobs": ' + jobs + "}"
     store.write_text(text, encoding="utf-8")
-    manager = DownloadManager(store)
+    manager = DownloadQueue(store)
     assert manager.views() == []  # and the view, which sums sizes, does not fail
     assert (tmp_path / "q.bad").read_text(encoding="utf-8") == text

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.core.settings import Settings
+from app.services.downloads.job_runner import JobControl, run_job
 from app.services.downloads.jobs import DONE, repo_cache_dir
-from app.services.downloads.manager import JobControl, run_job
 from app.services.library.hf_cache import hf_hub_cache_dir
 from app.services.library.index import LibraryRoots, ModelLibrary
 from app.services.paths import app_paths

@@ -21,9 +21,9 @@ from app.cli import hub as commands_hub
 from app.core.remote_paths import RemotePathError
 from app.services.downloads.fetch import FetchPolicy
 from app.services.downloads.hub import HubError, HubService
+from app.services.downloads.job_runner import JobControl, run_job
 from app.services.downloads.jobs import DONE, FAILED, DownloadJob, JobFile, job_root
-from app.services.downloads.manager import JobControl, run_job
-from app.services.downloads.queue import DownloadManager
+from app.services.downloads.queue import DownloadQueue
 from app.services.library.hf_cache import hf_hub_cache_dir
 from tests.support.hf_server import HubServer, Repo, random_bytes, use_hub
 
@@ -301,7 +301,7 @@ def test_a_hand_edited_queue_keeps_the_job_failed_and_never_runs_it(mirror, tmp_
     canary = canary_at(job_root(job) / name)
     store = tmp_path / "downloads.json"
     store.write_text(json.dumps({"version": 1, "jobs": [job.to_dict()]}), encoding="utf-8")
-    manager = DownloadManager(store, policy=FAST)
+    manager = DownloadQueue(store, policy=FAST)
     [view] = manager.views()
     assert view.state == FAILED and f"a file named {name!r}" in view.error
     manager.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import threading
 import time
 import tracemalloc
@@ -91,20 +92,21 @@ def test_vllm_kv_from_metrics_and_tokens_per_second() -> None:
 
 
 def test_unreachable_metrics_is_a_problem_not_an_exception() -> None:
-    def refuse(url: str) -> str:
-        raise httpx.ConnectError("connection refused")
-
-    sampler = MonitorSampler(
-        nvml=NvmlReader(FakePynvml([])), targets=lambda: [vllm_target("http://127.0.0.1:9")], metrics_fetch=refuse
-    )
-    (engine,) = sampler.sample().engines
-    assert engine.kv is None and engine.problem is not None and "could not be read" in engine.problem
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{free.getsockname()[1]}"  # nothing listens there once closed
+    sampler = MonitorSampler(nvml=NvmlReader(FakePynvml([])), targets=lambda: [vllm_target(url)])
+    try:
+        (engine,) = sampler.sample().engines
+    finally:
+        sampler.close()
+    assert engine.kv is None and engine.problem is not None and f"Nothing answers at {url}" in engine.problem
     bad = MonitorSampler(
         nvml=NvmlReader(FakePynvml([])),
         targets=lambda: [vllm_target("http://x")],
         metrics_fetch=lambda url: "<html>not metrics</html>{",
     )
-    assert "has no vLLM figures" in (bad.sample().engines[0].problem or "")
+    assert "is not Prometheus text from vLLM" in (bad.sample().engines[0].problem or "")
 
 
 def test_a_broken_target_provider_does_not_stop_sampling() -> None:

@@ -190,7 +190,7 @@ def make_framed_page(qloop):
         await until(lambda: not running_tasks())
         for page in pages:
             await page.shutdown()
-            await page.context.close()
+            await page.workstation.close()
 
     qloop.run_until_complete(finish())
     frames.close()

@@ -45,7 +45,7 @@ def make_page(qloop, qtbot):
         await until(lambda: not running_tasks())
         for page in pages:
             await page.shutdown()
-            await page.context.close()
+            await page.workstation.close()
 
     qloop.run_until_complete(finish())
     frames.close()
@@ -74,9 +74,9 @@ def test_run_is_offered_only_when_everything_is_set(qloop, make_page, tmp_path):
     assert run.isEnabled() and "Concurrency" in run.toolTip() and not hint.isVisible()
     page.url_edit.clear()
     assert not run.isEnabled() and hint.isVisible() and hint.text() == "Choose a server address first."
-    page.context.host.offer_vllm(VllmEndpoint("http://127.0.0.1:8111/v1", "tiny", None, "remote"))
+    page.workstation.host.offer_vllm(VllmEndpoint("http://127.0.0.1:8111/v1", "tiny", None, "remote"))
     assert page.server_radio.isChecked() and run.isEnabled()  # the engine host's server counts
-    page.context.host.withdraw_vllm("remote")
+    page.workstation.host.withdraw_vllm("remote")
     assert page.url_radio.isChecked() and not run.isEnabled()
 
 
@@ -84,11 +84,11 @@ def test_the_page_follows_the_engine_hosts_vllm_server(make_page):
     page = make_page()
     assert not page.server_radio.isEnabled() and "vLLM page" in page.server_detail.full_text()
     endpoint = VllmEndpoint("http://127.0.0.1:8111/v1", LONG_MODEL, "key", "managed")
-    page.context.host.offer_vllm(endpoint)
+    page.workstation.host.offer_vllm(endpoint)
     assert page.server_radio.isEnabled() and page.server_radio.isChecked()
     assert page.server_detail.full_text() == f"{LONG_MODEL} at http://127.0.0.1:8111/v1"
     assert page._endpoint() == ("http://127.0.0.1:8111/v1", "key", LONG_MODEL)
-    page.context.host.withdraw_vllm("managed")
+    page.workstation.host.withdraw_vllm("managed")
     assert not page.server_radio.isEnabled() and page.url_radio.isChecked()
 
 
@@ -101,7 +101,7 @@ def test_empty_state_opens_the_example(qloop, make_page):
         assert '"messages"' in example and "prompt" in example and "CSV" in example
         page.empty_state.open_example_button.click()
         await until(lambda: page.loaded is not None)
-        path = page.context.paths.data_dir / "batch" / "batch-example.jsonl"
+        path = page.workstation.paths.data_dir / "batch" / "batch-example.jsonl"
         assert page.input_edit.text() == str(path) and path.exists()
         assert page.output_edit.text() == str(path.with_name("batch-example.results.jsonl"))
         loaded = load_batch_input(path)
@@ -181,7 +181,7 @@ def test_this_apps_api_server_is_a_target_and_says_when_it_is_not_running(make_p
     page.set_app_server("http://127.0.0.1:8417", "sk-app")
     assert page.run_button.isEnabled() and not page.run_hint.isVisible() and not page.open_server.isVisible()
     assert page.app_detail.full_text() == "the first model it lists at http://127.0.0.1:8417"
-    assert page.context.host.loaded(EngineKind.LLAMACPP) is None
+    assert page.workstation.host.loaded(EngineKind.LLAMACPP) is None
     assert page._endpoint() == ("http://127.0.0.1:8417", "sk-app", None)
     page.set_app_server(None, None)
     assert not page.run_button.isEnabled() and page.run_hint.isVisible()

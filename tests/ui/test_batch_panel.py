@@ -163,23 +163,21 @@ def test_server_problems_and_missing_fields_are_explained(qloop, make_panel, fak
 def test_a_batch_runs_on_this_apps_loaded_model_through_its_api_server(qloop, make_panel, tiny_gguf, tmp_path):
     """The app as the target: the model the engine host has loaded, reached through the running API server."""
     from app.core.params import LoadParams
+    from app.services.api.config import ServerConfig
     from app.services.engines.entries import EngineKind
-    from app.ui.pages.server.page import ServerPage
 
     source = _write_input(tmp_path / "app.jsonl", 3, 4)
     output = tmp_path / "app.results.jsonl"
 
     async def scenario():
         panel = await make_panel()
-        server = ServerPage(panel.context)
-        server.serving_changed.connect(lambda url, _count: panel.set_app_server(url, server.api_key))
+        api = panel.workstation.api  # the workstation's server: the panel follows it, whoever starts it
         try:
-            server.port.setValue(0)
-            await server.toggle()
+            url = await api.start(ServerConfig(port=0))
             panel.app_radio.setChecked(True)
-            assert panel.app_detail.full_text() == f"the first model it lists at {server.url}"
-            await panel.context.host.load(str(tiny_gguf), LoadParams(n_ctx=256))
-            assert panel.app_detail.full_text() == f"tiny-test-model at {server.url}"  # follows the loaded model
+            assert panel.app_detail.full_text() == f"the first model it lists at {url}"
+            await panel.workstation.host.load(str(tiny_gguf), LoadParams(n_ctx=256))
+            assert panel.app_detail.full_text() == f"tiny-test-model at {url}"  # follows the loaded model
             panel.input_edit.setText(str(source))
             panel.output_edit.setText(str(output))
             assert panel.run_button.isEnabled()
@@ -187,10 +185,107 @@ def test_a_batch_runs_on_this_apps_loaded_model_through_its_api_server(qloop, ma
             assert "Done: 3 of 3 succeeded" in panel.status.text(), panel.status.text()
             assert _table(panel)["Model"] == "tiny-test-model"
             assert len(output.read_text().splitlines()) == 3
-            assert server.requests >= 3 and server.table.rowCount() >= 3  # they went through the API server
+            assert api.snapshot().requests >= 3  # they went through the API server
         finally:
-            await server.shutdown()
-            server.deleteLater()
-            await panel.context.host.unload(EngineKind.LLAMACPP)
+            await api.stop()
+            await panel.workstation.host.unload(EngineKind.LLAMACPP)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_run_goes_on_while_the_page_is_hidden_and_shows_when_it_is_back(qloop, make_window, fake, tmp_path):
+    """The batch is the workstation's job: another page shown meanwhile, the run goes on; back on the Batch page
+    its progress and then its summary show; a Batch page built later finds the run too."""
+    from app.services.batch.job import BATCH
+    from app.ui.pages.batch.panel import BatchPanel
+
+    fake.token_delay_s = 0.02
+    source = _write_input(tmp_path / "hidden.jsonl", 12, 10)
+    output = tmp_path / "hidden.results.jsonl"
+
+    async def scenario():
+        window = await make_window()
+        panel = window.show_page("Batch")
+        jobs = window.workstation.jobs
+        panel.url_edit.setText(fake.base_url)
+        panel.key_edit.setText(KEY)
+        panel.input_edit.setText(str(source))
+        panel.output_edit.setText(str(output))
+        panel.concurrency.setValue(2)
+        panel.run_button.click()
+        await until(lambda: jobs.running(BATCH) is not None)
+        window.show_page("Chat")
+        assert not panel.isVisible()
+        await until(lambda: output.exists() and len(output.read_text().splitlines()) >= 2)
+        later = BatchPanel(window.workstation)  # a page built while it runs shows it
+        later.start()
+        assert later.cancel_button.isEnabled() and not later.run_button.isEnabled()
+        assert "Running 12 requests against" in later.status.text()
+        later.deleteLater()
+        window.show_page("Batch")
+        assert panel.isVisible() and jobs.running(BATCH) is not None  # still running
+        await until(lambda: re.match(r"\d+ of 12 finished", panel.progress_label.text()) is not None)
+        assert panel.cancel_button.isEnabled()
+        window.show_page("Chat")
+        await until(lambda: jobs.running(BATCH) is None)
+        window.show_page("Batch")
+        assert _table(panel)["Succeeded"] == "12" and "Done: 12 of 12 succeeded" in panel.status.text()
+        assert len(output.read_text().splitlines()) == 12
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_run_cancelled_through_the_job_service_stops_and_keeps_its_results(qloop, make_panel, fake, tmp_path):
+    from app.services.batch.job import BATCH
+    from app.services.jobs.events import JobState
+
+    fake.token_delay_s = 0.02
+    source = _write_input(tmp_path / "stop.jsonl", 30, 15)
+    output = tmp_path / "stop.results.jsonl"
+
+    async def scenario():
+        panel = await make_panel()
+        panel.url_edit.setText(fake.base_url)
+        panel.key_edit.setText(KEY)
+        panel.input_edit.setText(str(source))
+        panel.output_edit.setText(str(output))
+        panel.concurrency.setValue(2)
+        task = panel.run_batch()
+        await until(lambda: output.exists() and len(output.read_text().splitlines()) >= 2)
+        jobs = panel.workstation.jobs
+        running = jobs.running(BATCH)
+        assert running is not None and jobs.cancel(running.id)  # not the page's button: the service
+        await task
+        finished = jobs.job(running.id)
+        assert finished is not None and finished.state is JobState.CANCELLED
+        assert finished.result.cancelled and finished.result.done + finished.result.failed < 30
+        assert "Cancelled." in panel.status.text() and panel.run_button.isEnabled()
+        assert len(output.read_text().splitlines()) == finished.result.done + finished.result.failed
+
+    qloop.run_until_complete(scenario())
+
+
+def test_closing_the_workstation_cancels_a_running_batch(qloop, make_panel, fake, tmp_path):
+    from app.services.batch.job import BATCH
+
+    fake.token_delay_s = 0.05
+    source = _write_input(tmp_path / "close.jsonl", 30, 20)
+    output = tmp_path / "close.results.jsonl"
+
+    async def scenario():
+        panel = await make_panel()
+        panel.url_edit.setText(fake.base_url)
+        panel.key_edit.setText(KEY)
+        panel.input_edit.setText(str(source))
+        panel.output_edit.setText(str(output))
+        panel.concurrency.setValue(2)
+        panel.run_batch()
+        jobs = panel.workstation.jobs
+        await until(lambda: jobs.running(BATCH) is not None)
+        job_id = jobs.running(BATCH).id
+        await panel.workstation.close()
+        finished = jobs.job(job_id)
+        assert finished is not None and finished.cancelled and jobs.running(BATCH) is None
+        assert "Cancelled." in panel.status.text()
 
     qloop.run_until_complete(scenario())

@@ -254,9 +254,9 @@ def test_main_window_has_the_bench_page(qloop, make_window):
         window = await make_window()
         names = [window.nav.item(i).text() for i in range(window.nav.count())]
         assert names.index("Bench") == names.index("Batch") + 1
-        window.context.host.offer_vllm(VllmEndpoint("http://127.0.0.1:8124", "served", None, "remote"))
+        window.workstation.host.offer_vllm(VllmEndpoint("http://127.0.0.1:8124", "served", None, "remote"))
         assert "served at http://127.0.0.1:8124" in window.bench_panel.vllm_note.text()
-        window.context.host.withdraw_vllm("remote")
+        window.workstation.host.withdraw_vllm("remote")
         assert "Start a vLLM server" in window.bench_panel.vllm_note.text()
 
     qloop.run_until_complete(scenario())
@@ -312,7 +312,7 @@ def test_the_loaded_model_is_filled_in_and_followed(qloop, make_panel, tiny_gguf
 
     async def scenario():
         panel = await make_panel()
-        host = panel.context.host
+        host = panel.workstation.host
         empty = panel.empty_state
         assert panel.model_edit.text() == "" and panel.body.currentWidget() is empty
         assert empty.button.text() == "Choose a GGUF file…"  # nothing loaded yet: the next step is a file

@@ -236,7 +236,7 @@ def test_ollama_is_a_third_engine_and_switching_keeps_the_chat(qtbot, qloop, mak
             panel.sampling.set_params(SamplingParams(max_tokens=8, temperature=0.0))
             assert (
                 str(panel.workspace.engine) == "llamacpp"
-                and window.context.host.engine(EngineKind.OLLAMA).model is None
+                and window.workstation.host.engine(EngineKind.OLLAMA).model is None
             )
             await _send_and_wait(qtbot, panel, "Hello llama.cpp", 4)
             assert [m.backend for m in _messages(panel)[1::2]] == ["ollama", "llamacpp"]
@@ -260,7 +260,6 @@ def test_ollama_not_running_is_calm(qtbot, qloop, make_window, monkeypatch):
 
 
 def test_the_picker_lists_the_ollama_the_settings_name_after_a_change(qloop, make_window, monkeypatch):
-    from dataclasses import replace
 
     from tests.support.fake_ollama import FakeOllama
 
@@ -273,7 +272,7 @@ def test_the_picker_lists_the_ollama_the_settings_name_after_a_change(qloop, mak
             window = await make_window()
             panel = window.chat_panel
             await until(lambda: "ollama:llama3.2:latest" in _entries(panel))  # listed soon after start-up
-            window.apply_settings(replace(window.context.settings, ollama_host=second.host))
+            window.workstation.update_settings(ollama_host=second.host)
             await until(lambda: "ollama:qwen3:4b" in _entries(panel), 10)
             assert "ollama:llama3.2:latest" not in _entries(panel)
 

@@ -133,8 +133,8 @@ def test_enter_sends_a_real_message_and_the_setting_page_gives_ctrl_enter_back(
         page.general.send_with_ctrl_enter.setChecked(True)
         assert page.save() is not None
         await until(lambda: panel.composer.send_with_ctrl_enter)
-        assert window.context.settings.send_with_ctrl_enter
-        file = window.context.paths.settings_file
+        assert window.workstation.settings.send_with_ctrl_enter
+        file = window.workstation.paths.settings_file
         await until(lambda: file.exists() and load_settings(file).send_with_ctrl_enter)  # written, and read back
         assert panel.composer.send_button.toolTip() == "Send (Ctrl+Enter)"
         panel.input.setFocus()

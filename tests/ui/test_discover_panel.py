@@ -46,24 +46,26 @@ def make_panels(qloop, qtbot):
     made = []
 
     async def make():
-        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-        downloads = DownloadsPanel(context)
-        discover = DiscoverPanel(context, downloads)
+        workstation = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
+        downloads = DownloadsPanel(workstation)  # a view of the queue Discover adds to (workstation.downloads)
+        discover = DiscoverPanel(workstation)
         for widget in (downloads, discover):
             qtbot.addWidget(widget)
         discover.resize(1200, 700)
         discover.show()
         await downloads.start()
-        made.append(downloads)
+        made.append((workstation, downloads, discover))
         return discover, downloads
 
     yield make
 
     async def finish():
         await until(lambda: not running_tasks(), timeout=60)
-        for downloads in made:
-            if shiboken6.isValid(downloads):
-                await downloads.shutdown()
+        for workstation, *pages in made:
+            for page in pages:
+                if shiboken6.isValid(page):
+                    await page.shutdown()
+            await workstation.close()
 
     qloop.run_until_complete(finish())
 
@@ -182,7 +184,7 @@ def test_an_unexpected_estimate_error_is_shown_and_the_other_rows_go_on(
 
     async def scenario():
         discover, _ = await make_panels()
-        settings = discover.context.settings
+        settings = discover.workstation.settings
         settings.load = dataclasses.replace(settings.load, n_gpu_layers=-1)  # every layer on a GPU that is not there
         await discover.open_repo("org/Odd-GGUF")
         assert _column(discover.files_table, 1) == ["Q2_K", "F16"]  # the odd file is estimated first
@@ -199,7 +201,7 @@ def test_an_unexpected_estimate_error_is_shown_and_the_other_rows_go_on(
 
 
 def test_queueing_that_fails_says_why_and_never_queued(qloop, make_panels, hub, monkeypatch):
-    from app.services.downloads.queue import DownloadManager
+    from app.services.downloads.queue import DownloadQueue
 
     def refuse(manager, job):
         raise OSError(28, "No space left on device")
@@ -208,7 +210,7 @@ def test_queueing_that_fails_says_why_and_never_queued(qloop, make_panels, hub, 
         discover, downloads = await make_panels()
         await discover.open_repo("org/Tiny-GGUF")
         discover.files_table.selectRow(_column(discover.files_table, 1).index("F16"))
-        monkeypatch.setattr(DownloadManager, "add", refuse)  # the queue file's disk fails as the job is added
+        monkeypatch.setattr(DownloadQueue, "add", refuse)  # the queue file's disk fails as the job is added
         await discover.download_selected()
         status = discover.notice.text()
         assert status.startswith("Could not queue org/Tiny-GGUF: tiny-F16.gguf: ") and "No space left" in status
@@ -274,7 +276,7 @@ def test_picks_open_offline_ranked_for_this_machine(qloop, make_panels, offline,
         shipped = load_picks().picks
         names = _column(discover.picks_table)
         assert sorted(names) == sorted(p.name for p in shipped) and len(names) >= 8
-        settings = estimate_settings(discover.context.settings.load, small_machine)
+        settings = estimate_settings(discover.workstation.settings.load, small_machine)
         states = [fit_verdict(p.header(), settings, small_machine).state for p in shipped]
         assert "fits" in states and "wont_fit" in states  # 6 GiB: the small ones fit, the 12B does not
         ranks = [{"fits": 0, "tight": 1, "wont_fit": 2}[v.verdict.state] for v in discover.pick_verdicts]

@@ -40,6 +40,10 @@ def plan(repo_id: str, name: str):
     return service.plan_download(service.repo_detail(repo_id, with_card=False), files=[name])
 
 
+async def add(panel, job) -> None:
+    await panel.workstation.downloads.add(job)  # as Discover queues: through the workstation's service
+
+
 def _shown_actions(panel) -> list[str]:
     return [b.text() for b in panel.buttons if b.isVisible() and b.isEnabled()]
 
@@ -49,13 +53,17 @@ def _row_texts(panel, row: int) -> list[str]:
 
 
 def test_a_download_shows_progress_then_done_and_announces_its_path(qloop, make_panel, hub):
+    from app.services.downloads.events import DownloadFinished
+
     async def scenario():
         panel = await make_panel()
         assert panel.empty.isVisible() and panel.table.rowCount() == 0
         completed = []
-        panel.download_completed.connect(completed.append)
+        panel.workstation.downloads.subscribe(
+            lambda event: completed.append(event.local_path) if isinstance(event, DownloadFinished) else None
+        )
         hub.throttle_bytes_per_s = 3_000_000
-        await panel.add_job(plan("org/Big-GGUF", BIG))
+        await add(panel, plan("org/Big-GGUF", BIG))
         await until(lambda: panel.views and panel.views[0].done_bytes > 300_000)
         texts = _row_texts(panel, 0)
         assert texts[0] == f"org/Big-GGUF: {BIG}" and texts[1] == "Downloading" and texts[5].endswith(" / 2.9 MiB")
@@ -73,7 +81,7 @@ def test_pause_resume_remove_with_the_buttons_and_the_queue_file(qloop, make_pan
     async def scenario():
         panel = await make_panel()
         hub.throttle_bytes_per_s = 1_000_000
-        await panel.add_job(plan("org/Big-GGUF", BIG))
+        await add(panel, plan("org/Big-GGUF", BIG))
         await until(lambda: panel.views and panel.views[0].done_bytes > 100_000)
         panel.table.selectRow(0)
         assert _shown_actions(panel) == ["Pause", "Cancel"]  # only what applies to a running job
@@ -98,7 +106,7 @@ def test_pause_resume_remove_with_the_buttons_and_the_queue_file(qloop, make_pan
 def test_a_gated_failure_shows_why_and_offers_retry(qloop, make_panel, hub):
     async def scenario():
         panel = await make_panel()
-        await panel.add_job(plan("org/Gated", "m-Q8_0.gguf"))
+        await add(panel, plan("org/Gated", "m-Q8_0.gguf"))
         await until(lambda: panel.views and panel.views[0].state == FAILED)
         panel.table.selectRow(0)
         assert _row_texts(panel, 0)[1] == "Failed"
@@ -112,9 +120,10 @@ def test_an_unfinished_queue_continues_when_the_panel_starts_again(qloop, make_p
     async def scenario():
         first = await make_panel()
         hub.throttle_bytes_per_s = 1_000_000
-        await first.add_job(plan("org/Big-GGUF", BIG))
+        await add(first, plan("org/Big-GGUF", BIG))
         await until(lambda: first.views and first.views[0].done_bytes > 100_000)
-        await first.shutdown()  # the app quits mid-download
+        await first.shutdown()
+        await first.workstation.downloads.close()  # the app quits mid-download
         hub.throttle_bytes_per_s = None
         second = await make_panel()
         await until(lambda: second.views and second.views[0].state == DONE)
@@ -124,7 +133,7 @@ def test_an_unfinished_queue_continues_when_the_panel_starts_again(qloop, make_p
     qloop.run_until_complete(scenario())
 
 
-def test_the_window_has_discover_and_downloads_tabs_and_a_finished_download_rescans_the_library(qloop, make_window):
+def test_the_window_has_discover_and_downloads_tabs(qloop, make_window):
     from PySide6.QtWidgets import QTabWidget
 
     async def scenario():
@@ -134,10 +143,6 @@ def test_the_window_has_discover_and_downloads_tabs_and_a_finished_download_resc
         names = [tabs.tabText(i) for i in range(tabs.count())]
         assert names.index("Downloads") == names.index("Discover") + 1
         assert tabs.indexOf(window.downloads_panel) == names.index("Downloads")
-        rescans = []
-        window.models_panel.rescan = lambda: rescans.append(True)
-        window.downloads_panel.download_completed.emit("/models/x.gguf")
-        assert rescans == [True]
 
     qloop.run_until_complete(scenario())
 
@@ -153,8 +158,8 @@ def test_a_queue_file_that_cannot_be_read_or_set_aside_still_gives_a_working_pan
 
     async def scenario():
         panel = await make_panel()
-        assert panel.manager is not None and panel.views == [] and panel.empty.isVisible()
-        await panel.add_job(plan("org/Big-GGUF", BIG))  # queueing from Discover still works
+        assert panel.snapshot.started and panel.views == [] and panel.empty.isVisible()
+        await add(panel, plan("org/Big-GGUF", BIG))  # queueing from Discover still works
         await until(lambda: panel.views and panel.views[0].state == DONE)
 
     qloop.run_until_complete(scenario())
@@ -166,7 +171,7 @@ def test_a_queue_file_that_cannot_be_written_is_shown_not_only_logged(qloop, mak
         queue_file = isolated_home / "data" / "downloads.json"
         queue_file.unlink(missing_ok=True)
         queue_file.mkdir()  # os.replace onto a folder fails, as a full or read-only disk would
-        await panel.add_job(plan("org/Big-GGUF", BIG))
+        await add(panel, plan("org/Big-GGUF", BIG))
         await until(lambda: panel.save_problem_label.isVisible())
         assert "could not be saved" in panel.save_problem_label.text()
         await until(lambda: panel.views and panel.views[0].state == DONE)
@@ -189,7 +194,7 @@ def test_an_empty_queue_offers_discover_and_no_idle_buttons(qloop, make_panel, h
         panel.empty.button("Discover models").click()
         assert asked == ["models/discover"]
         hub.throttle_bytes_per_s = 1_000_000
-        await panel.add_job(plan("org/Big-GGUF", BIG))
+        await add(panel, plan("org/Big-GGUF", BIG))
         await until(lambda: panel.views and panel.table.isVisible())
         assert not panel.actions_bar.isVisible()  # a job, but none chosen: still no buttons
         panel.table.selectRow(0)
@@ -221,9 +226,9 @@ def test_downloads_fit_a_small_laptop_in_every_state(qloop, make_panel, hub, the
             with window_frame(tabs) as frame:
                 assert panel.empty.isVisible()
                 assert_fits(frame)  # empty
-                await panel.add_job(plan("org/Gated", "m-Q8_0.gguf"))
-                await panel.add_job(plan("org/" + "Long-Repository-" * 4 + "GGUF", long_name))
-                await panel.add_job(plan("org/Big-GGUF", BIG))
+                await add(panel, plan("org/Gated", "m-Q8_0.gguf"))
+                await add(panel, plan("org/" + "Long-Repository-" * 4 + "GGUF", long_name))
+                await add(panel, plan("org/Big-GGUF", BIG))
                 await until(lambda: len(panel.views) == 3 and any(v.state == FAILED for v in panel.views))
                 panel.table.selectRow(next(i for i, v in enumerate(panel.views) if v.state == FAILED))  # its reason
                 assert panel.actions_bar.isVisible()

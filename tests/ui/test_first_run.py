@@ -38,7 +38,7 @@ def test_fresh_install_starter_examples_end_by_themselves(qtbot, qloop, make_win
     async def scenario():
         window = await make_window()
         panel = window.chat_panel
-        settings = window.context.settings
+        settings = window.workstation.settings
         assert settings.recent_models == [] and panel.workspace.model is None
         settings.sampling = replace(settings.sampling, seed=SEED)  # the preset leaves the seed to the defaults
         empty = panel.empty_state

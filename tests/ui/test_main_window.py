@@ -38,11 +38,11 @@ def test_settings_page_saves_and_applies(qloop, make_window, isolated_home):
         page.loading.n_ctx.setValue(8192)
         page.sampling.temperature.box.setValue(0.3)
         page.save()
-        settings_file = window.context.paths.settings_file
+        settings_file = window.workstation.paths.settings_file
         await until(lambda: settings_file.exists())
         saved = json.loads(settings_file.read_text())
         assert saved["load"]["n_ctx"] == 8192
-        assert window.context.settings.load.n_ctx == 8192
+        assert window.workstation.settings.load.n_ctx == 8192
         assert abs(window.chat_panel.sampling.temperature.value() - 0.3) < 1e-9
 
     qloop.run_until_complete(scenario())
@@ -70,7 +70,7 @@ def test_broken_settings_file_is_kept_and_explained(qloop, make_window, isolated
         window = await make_window()
         assert window.chat_panel.notice.isVisible()
         assert "Cannot read the settings file" in window.chat_panel.notice.text()
-        await window.save_settings()
+        await window.workstation.settings_saved()
         assert paths.settings_file.read_text() == content
 
     qloop.run_until_complete(scenario())

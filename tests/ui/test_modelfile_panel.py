@@ -35,9 +35,12 @@ def make_panel(qloop, qtbot):
     from app.services.workstation import Workstation
     from app.ui.pages.modelfiles.panel import ModelfilePanel
 
+    workstations = []
+
     async def make(ollama_host: str | None = None):
         context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-        context.settings.ollama_host = ollama_host or FakeOllama.unused_host()
+        workstations.append(context)
+        context.update_settings(ollama_host=ollama_host or FakeOllama.unused_host())
         panel = ModelfilePanel(context)
         qtbot.addWidget(panel)
         panel.resize(1200, 760)
@@ -46,7 +49,13 @@ def make_panel(qloop, qtbot):
         return panel
 
     yield make
-    qloop.run_until_complete(_idle())
+
+    async def finish():
+        await _idle()
+        for workstation in workstations:
+            await workstation.close()  # the shared Ollama client among what it closes
+
+    qloop.run_until_complete(finish())
 
 
 def _type(qtbot, editor, text: str) -> None:
@@ -213,7 +222,7 @@ def test_save_writes_into_the_user_folder_and_lists_it(qtbot, qloop, make_panel)
         assert panel.files.name_bar.isVisible()
         panel.files.name_edit.setText("my-assistant")
         qtbot.mouseClick(panel.files.name_save, Qt.MouseButton.LeftButton)
-        target = panel.context.paths.modelfiles_dir / "my-assistant.Modelfile"
+        target = panel.workstation.paths.modelfiles_dir / "my-assistant.Modelfile"
         await until(lambda: panel.files.user_root.childCount() == 1)
         assert target.read_text(encoding="utf-8") == "# mine\nFROM llama3.2\n"
         assert panel.files.user_root.child(0).text(0) == "my-assistant.Modelfile"
@@ -248,7 +257,7 @@ def test_presets_are_listed_and_open_read_only(qtbot, qloop, make_panel):
             ".Modelfile"
         )
         qtbot.mouseClick(panel.files.name_save, Qt.MouseButton.LeftButton)
-        copy = panel.context.paths.modelfiles_dir / item.text(0)
+        copy = panel.workstation.paths.modelfiles_dir / item.text(0)
         await until(copy.exists)
         assert copy.read_text(encoding="utf-8") == original
         assert (panel.files.presets_dir / item.text(0)).read_text(encoding="utf-8") == original
@@ -260,7 +269,7 @@ def test_presets_are_listed_and_open_read_only(qtbot, qloop, make_panel):
 def test_unsaved_changes_ask_before_switching(qtbot, qloop, make_panel):
     async def scenario():
         panel = await make_panel()
-        folder = panel.context.paths.modelfiles_dir
+        folder = panel.workstation.paths.modelfiles_dir
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "a.Modelfile").write_text("FROM a\n", encoding="utf-8")
         (folder / "b.Modelfile").write_text("FROM b\n", encoding="utf-8")
@@ -321,8 +330,7 @@ def test_without_ollama_create_is_disabled_with_a_calm_note(qtbot, qloop, make_p
         assert panel.ollama_label.isVisible() and panel.recheck_button.isVisible()
         with FakeOllama() as fake:  # started later, on another host: the new setting is picked up
             fake.add_model("qwen3")
-            panel.context.settings.ollama_host = fake.host
-            panel.settings_changed()
+            panel.workstation.update_settings(ollama_host=fake.host)  # the page follows the settings itself
             await until(lambda: panel.create_button.isEnabled())
             await until(lambda: "qwen3:latest" in panel.form.from_candidates())
             assert not panel.ollama_label.isVisible() and not panel.recheck_button.isVisible()
@@ -431,7 +439,7 @@ def test_new_modelfile_from_the_form_and_message_order(qtbot, qloop, make_panel)
 def test_delete_asks_and_saving_over_a_file_asks(qtbot, qloop, make_panel):
     async def scenario():
         panel = await make_panel()
-        folder = panel.context.paths.modelfiles_dir
+        folder = panel.workstation.paths.modelfiles_dir
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "old.Modelfile").write_text("FROM old\n", encoding="utf-8")
         await panel.files.refresh()
@@ -458,11 +466,11 @@ def test_delete_asks_and_saving_over_a_file_asks(qtbot, qloop, make_panel):
 def test_from_choices_list_recent_and_folder_models(qtbot, qloop, make_panel, tiny_gguf):
     async def scenario():
         panel = await make_panel()
-        models = panel.context.paths.models_dir
+        models = panel.workstation.paths.models_dir
         models.mkdir(parents=True, exist_ok=True)
         local = models / "local.gguf"
         local.write_bytes(tiny_gguf.read_bytes()[:64])
-        panel.context.settings.recent_models = [str(tiny_gguf)]
+        panel.workstation.settings.recent_models = [str(tiny_gguf)]
         await panel.refresh_from_choices()
         assert panel.form.from_candidates() == [str(tiny_gguf), str(local)]
 

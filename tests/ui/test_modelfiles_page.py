@@ -39,7 +39,7 @@ def make_page(qloop, qtbot):
 
     async def make():
         context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-        context.settings.ollama_host = FakeOllama.unused_host()
+        context.update_settings(ollama_host=FakeOllama.unused_host())
         page = ModelfilePanel(context)
         frames.enter_context(window_frame(page))
         await page.start()
@@ -52,7 +52,7 @@ def make_page(qloop, qtbot):
         await until(lambda: not running_tasks())
         for page in pages:
             await page.shutdown()
-            await page.context.close()
+            await page.workstation.close()
 
     qloop.run_until_complete(finish())
     frames.close()
@@ -174,7 +174,7 @@ def test_import_copies_into_my_modelfiles_under_a_free_name(qloop, make_page, tm
         source.parent.mkdir()
         source.write_text("FROM llama3.2\nSYSTEM Arr.\n", encoding="utf-8")
         target = await page.files.import_file(source)
-        folder = page.context.paths.modelfiles_dir
+        folder = page.workstation.paths.modelfiles_dir
         assert target == folder / "pirate.Modelfile"  # a file named "Modelfile" is named after its folder
         await until(lambda: page.path == target)
         assert page.editor.toPlainText() == "FROM llama3.2\nSYSTEM Arr.\n"
@@ -196,7 +196,7 @@ def test_import_of_a_fifo_says_why(qloop, make_page, tmp_path):
         assert await page.files.import_file(fifo) is None
         await until(page.notice.isVisible)
         assert "Cannot import it" in page.notice.text() and "not a regular file" in page.notice.text()
-        assert not list(page.context.paths.modelfiles_dir.glob("*"))
+        assert not list(page.workstation.paths.modelfiles_dir.glob("*"))
 
     qloop.run_until_complete(scenario())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import shutil
 import threading
 from pathlib import Path
@@ -36,7 +37,7 @@ def library(tmp_path, monkeypatch, tiny_gguf, truncated_gguf):
 async def _open_library(make_window, folder: Path):
     """A window whose model folder is ``folder``, showing Models → Library after its first scan."""
     window = await make_window()
-    window.context.settings.model_folders = [str(folder)]
+    window.workstation.update_settings(model_folders=[str(folder)])
     window.nav.setCurrentRow(1)  # the first show scans
     panel = window.models_panel
     await until(lambda: panel.last_scan is not None and panel._scan_task.done())
@@ -171,7 +172,7 @@ def test_delete_is_refused_outside_the_library_and_for_ollama(qloop, make_window
         panel.ask_delete()
         assert panel.delete_box is None and "ollama rm tiny:latest" in panel.notice.text()
         _select(panel, "cut.gguf")
-        panel.context.settings.model_folders = []  # the folder stops being a library root before the delete
+        panel.workstation.settings.model_folders = []  # the folder stops being a library root before the delete
         panel.ask_delete()
         panel.delete_box.button(QMessageBox.StandardButton.Yes).click()
         await until(lambda: "not inside the library's folders" in panel.notice.text())
@@ -278,8 +279,9 @@ def test_folder_problems_are_shown_under_the_table(qloop, make_window, library, 
     async def scenario():
         window, panel = await _open_library(make_window, library)
         assert not panel.problems_label.isVisible()
-        window.context.settings.model_folders = [str(library), str(tmp_path / "unplugged")]
-        window.apply_settings(window.context.settings)  # the Settings dialog's path: the panel rescans
+        settings = copy.deepcopy(window.workstation.settings)
+        settings.model_folders = [str(library), str(tmp_path / "unplugged")]
+        window.workstation.replace_settings(settings)  # the Settings page's road: the library rescans, the page follows
         await until(lambda: panel.problems_label.isVisible())
         assert "unplugged does not exist. Fix or remove it in Settings." in panel.problems_label.text()
         assert len(_names(panel)) == 5
@@ -357,7 +359,7 @@ def test_the_loaded_badge_follows_the_engine_host(qloop, make_window, library):
         assert not any(panel.model.item(r, 0).data(LOADED_ROLE) for r in range(panel.model.rowCount()))
         panel.select_path(path)
         panel.load_button.click()  # the real chat loads it through the engine host
-        await until(lambda: window.context.host.loaded(EngineKind.LLAMACPP) is not None, 60)
+        await until(lambda: window.workstation.host.loaded(EngineKind.LLAMACPP) is not None, 60)
         assert panel.model.item(row_of[path], 0).data(LOADED_ROLE) is True
         assert [r for r in range(panel.model.rowCount()) if panel.model.item(r, 0).data(LOADED_ROLE)] == [row_of[path]]
         window.open_path("models/library")
@@ -365,7 +367,7 @@ def test_the_loaded_badge_follows_the_engine_host(qloop, make_window, library):
         assert panel.loaded_badge.isVisible()
         panel.select_path(str(library / "spare.gguf"))  # the same bytes in another file: not the loaded one
         assert not panel.loaded_badge.isVisible()
-        await window.context.host.unload(EngineKind.LLAMACPP)
+        await window.workstation.host.unload(EngineKind.LLAMACPP)
         assert not any(panel.model.item(r, 0).data(LOADED_ROLE) for r in range(panel.model.rowCount()))
 
     qloop.run_until_complete(scenario())
@@ -376,10 +378,10 @@ def test_a_model_loaded_before_the_page_is_built_has_its_badge(qloop, make_windo
 
     async def scenario():
         window = await make_window()
-        window.context.settings.model_folders = [str(library)]
+        window.workstation.update_settings(model_folders=[str(library)])
         path = str(library / "tiny.gguf")
         await window.chat_panel.load_and_wait(path)
-        assert window.context.host.loaded(EngineKind.LLAMACPP) is not None
+        assert window.workstation.host.loaded(EngineKind.LLAMACPP) is not None
         window.open_path("models/library")
         panel = window.models_panel
         await until(lambda: panel.last_scan is not None and panel._scan_task.done())
@@ -400,7 +402,7 @@ def make_library(make_standalone_panel, tmp_path, monkeypatch):
 
     async def make(folders):
         def build(context):
-            context.settings.model_folders = [str(f) for f in folders]
+            context.update_settings(model_folders=[str(f) for f in folders])
             return ModelsPanel(context)
 
         panel = await make_standalone_panel(build, (1000, 640))
@@ -425,10 +427,10 @@ def test_an_empty_library_offers_the_starter_discover_and_a_folder(qloop, make_l
         folder.mkdir()
         shutil.copyfile(tiny_gguf, folder / "tiny.gguf")
         await panel.add_model_folder(str(folder))
-        assert panel.context.settings.model_folders == [str(folder)]
+        assert panel.workstation.settings.model_folders == [str(folder)]
         assert panel.pages.currentWidget() is not panel.empty and _names(panel) == ["tiny-test-model"]
         assert "Added the folder my models" in panel.notice.text() and str(tmp_path) not in panel.notice.text()
-        saved = panel.context.paths.settings_file
+        saved = panel.workstation.paths.settings_file
         await until(saved.exists)
         assert str(folder) in saved.read_text(encoding="utf-8")
 
@@ -542,7 +544,7 @@ def test_the_library_fits_a_small_laptop_in_every_state(qloop, make_library, lib
 def test_the_window_with_the_library_fits(qloop, make_window, library):
     async def scenario():
         window = await make_window()
-        window.context.settings.model_folders = [str(library)]
+        window.workstation.update_settings(model_folders=[str(library)])
         page = window.open_path("models/library")
         await until(lambda: window.models_panel.last_scan is not None and window.models_panel._scan_task.done())
         assert page is window.models_panel
@@ -562,25 +564,25 @@ def test_a_models_chat_defaults_are_edited_from_the_library(qloop, make_library,
         await until(lambda: box.current is not None)
         assert panel.defaults_section.isVisibleTo(panel) and not box.isVisibleTo(panel)  # closed until opened
         assert box.status.text().startswith("Uses the app's defaults")
-        assert box.context_size.value() == panel.context.settings.load.n_ctx
+        assert box.context_size.value() == panel.workstation.settings.load.n_ctx
         box.context_size.setValue(8192)
         box.temperature.setValue(0.3)
         box.max_tokens.setValue(0)  # until the context is full
         await box.save()
-        store = panel.context.model_settings
+        store = panel.workstation.model_settings
         saved = store.saved(path)
         assert saved is not None and saved.load.n_ctx == 8192 and saved.sampling.temperature == 0.3
-        assert saved.sampling.max_tokens is None and saved.sampling.top_p == panel.context.settings.sampling.top_p
+        assert saved.sampling.max_tokens is None and saved.sampling.top_p == panel.workstation.settings.sampling.top_p
         assert box.status.text().startswith("Saved for this model")
-        assert (panel.context.paths.data_dir / "model-settings.json").is_file()
+        assert (panel.workstation.paths.data_dir / "model-settings.json").is_file()
         panel.select_path(str(library / "spare.gguf"))  # another model: its own (default) values
         await until(lambda: box.current is not None and box.entry.endswith("spare.gguf"))
-        assert box.context_size.value() == panel.context.settings.load.n_ctx
+        assert box.context_size.value() == panel.workstation.settings.load.n_ctx
         panel.select_path(path)
         await until(lambda: box.current is not None and box.entry == path)
         assert box.context_size.value() == 8192 and round(box.temperature.value(), 2) == 0.3
         await box.reset()
-        assert store.saved(path) is None and box.context_size.value() == panel.context.settings.load.n_ctx
+        assert store.saved(path) is None and box.context_size.value() == panel.workstation.settings.load.n_ctx
         panel.select_path(str(library / "hf-llama"))
         assert not panel.defaults_section.isVisibleTo(panel)  # vLLM's folders have no llama.cpp defaults
 
@@ -607,7 +609,7 @@ def test_the_window_fits_with_every_models_page(qloop, make_window, library, the
     async def scenario():
         with themed(theme):
             window = await make_window()
-            window.context.settings.model_folders = [str(library)]
+            window.workstation.update_settings(model_folders=[str(library)])
             for path in ("models/library", "models/discover", "models/downloads", "models/ollama"):
                 page = window.open_path(path)
                 assert page.isVisible()

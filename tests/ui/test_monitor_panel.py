@@ -1,9 +1,13 @@
-"""The Monitor page, offscreen: real sampler thread on a fake NVML (no GPU here) and a recorded vLLM page."""
+"""The Monitor page, offscreen: a view of the workstation's monitor service, whose real sampler thread runs on a
+fake NVML (no GPU here) and a recorded vLLM page; in the window, on the real NVML."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -12,26 +16,38 @@ import shiboken6
 from PySide6.QtGui import QPalette
 
 from app.backends.protocol import KvUsage
-from app.core.monitor.alerts import Alert
-from app.core.monitor.snapshot import MonitorSnapshot, RamReading
+from app.services.engines.events import VllmEndpoint
 from app.services.monitor.engine_processes import EngineTarget, vllm_target
+from app.services.monitor.events import ExporterChanged
 from app.services.monitor.nvml import NvmlReader
 from app.services.monitor.sampler import MonitorSampler
+from app.services.monitor.service import MonitorService
 from tests.support.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakePynvml
 from tests.support.layout import assert_fits
 from tests.support.page_frame import themed, window_frame
 from tests.support.waiting import until
 
 METRICS = (Path(__file__).parents[1] / "data" / "vllm_metrics_real.txt").read_text()
+KV_USAGE = 'vllm:kv_cache_usage_perc{engine="0",model_name="tiny-llama"} 0.007813453790745939'
+KV_FULL = METRICS.replace(KV_USAGE, KV_USAGE.replace("0.007813453790745939", "0.95"))
 GIB = 1024**3
 CPU_LINE = "RAM and CPU are shown; llama.cpp runs on the CPU"
 
 
-def sampler_factory(fake: FakePynvml):
+def sampler_factory(fake: FakePynvml, page: str = METRICS):
     def make(targets):
-        return MonitorSampler(nvml=NvmlReader(fake), targets=targets, interval_s=0.05, metrics_fetch=lambda u: METRICS)
+        return MonitorSampler(nvml=NvmlReader(fake), targets=targets, metrics_fetch=lambda u: page)
 
     return make
+
+
+def fast_monitor(workstation, fake: FakePynvml, targets=None, page: str = METRICS) -> MonitorService:
+    """The workstation's monitor on a fake NVML, sampling at its fastest (set before anything asks for it)."""
+    workstation.update_settings(monitor_interval_s=0.1)
+    workstation.monitor = MonitorService.for_workstation(
+        workstation, targets=targets, sampler_factory=sampler_factory(fake, page)
+    )
+    return workstation.monitor
 
 
 def engines() -> list[EngineTarget]:
@@ -46,9 +62,10 @@ def engines() -> list[EngineTarget]:
 def make_panel(make_standalone_panel):
     from app.ui.pages.monitor.panel import MonitorPanel
 
-    async def make(fake: FakePynvml, targets=engines):
-        def build(context):
-            return MonitorPanel(context, targets=targets, sampler_factory=sampler_factory(fake), autostart=False)
+    async def make(fake: FakePynvml, targets=engines, page: str = METRICS):
+        def build(workstation):
+            fast_monitor(workstation, fake, targets, page)
+            return MonitorPanel(workstation)
 
         panel = await make_standalone_panel(build, (1100, 900))
         await panel.start()
@@ -144,59 +161,119 @@ def _free_port() -> int:
 def test_prometheus_endpoint_opt_in_and_port_in_use(qloop, make_panel) -> None:
     async def scenario():
         panel = await make_panel(FakePynvml([FakeGpu()]))
+        settings = panel.workstation.settings
         await until(lambda: panel.latest is not None, 10)
         port = _free_port()
         panel.prometheus_port.setValue(port)
-        await panel.set_prometheus(True)
-        assert panel.exporter is not None and panel.exporter.host == "127.0.0.1"
+        panel.prometheus_check.setChecked(True)  # the setting; the monitor follows it
+        await until(lambda: panel.exporter_state.running, 10)
+        assert panel.exporter_state.url == f"http://127.0.0.1:{port}/metrics" and not panel.prometheus_port.isEnabled()
+        assert (settings.prometheus_enabled, settings.prometheus_port) == (True, port)
         page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5, trust_env=False).text
         assert 'llmws_gpu_memory_used_bytes{gpu="0",name="NVIDIA H200"} 1.073741824e+09' in page
         assert "llmws_kv_cache_usage_ratio" in page and "llmws_ram_used_bytes" in page
-        await panel.set_prometheus(False)
-        assert panel.exporter is None
+        panel.prometheus_check.setChecked(False)
+        await until(lambda: panel.export_label.text() == "Prometheus endpoint stopped.", 10)
+        assert not panel.exporter_state.running and not settings.prometheus_enabled
+        tries = []
+        panel.follow(panel.monitor.subscribe(lambda e: tries.append(e) if isinstance(e, ExporterChanged) else None))
         with socket.socket() as busy:
             busy.bind(("127.0.0.1", 0))
             busy.listen()
             port = busy.getsockname()[1]
             panel.prometheus_port.setValue(port)
             panel.prometheus_check.setChecked(True)
-            await until(lambda: not panel.prometheus_check.isChecked(), 10)
+            await until(lambda: len(tries) == 1 and not panel.prometheus_check.isChecked(), 10)
             assert f"could not listen on 127.0.0.1:{port}" in panel.export_label.text()
-            assert panel.exporter is None
+            assert not panel.exporter_state.running and settings.prometheus_enabled  # the choice stays
+            panel.prometheus_check.setChecked(True)  # the same choice again: tried again
+            await until(lambda: len(tries) == 2 and not panel.prometheus_check.isChecked(), 10)
+        panel.prometheus_check.setChecked(True)  # the port is free now
+        await until(lambda: panel.exporter_state.running and panel.prometheus_check.isChecked(), 10)
 
     qloop.run_until_complete(scenario())
 
 
-def test_shutdown_stops_the_sampler_thread(qloop, make_panel) -> None:
+def test_the_page_owns_nothing_closing_the_workstation_stops_the_sampler(qloop, make_panel) -> None:
     async def scenario():
         panel = await make_panel(FakePynvml([FakeGpu()]))
-        sampler = panel.sampler
+        monitor = panel.monitor
+        sampler = monitor.sampler
         assert sampler is not None and sampler.running
         await panel.shutdown()
-        assert not sampler.running and panel.sampler is None
-        count = len(panel.history)
+        before = len(monitor.snapshot().samples)
+        await until(lambda: len(monitor.snapshot().samples) > before, 10)  # the page gone, the monitor samples on
+        await panel.workstation.close()
+        assert not sampler.running and monitor.sampler is None
+        count = len(monitor.snapshot().samples)
         await until(lambda: True)
-        assert len(panel.history) == count
+        assert len(monitor.snapshot().samples) == count
 
     qloop.run_until_complete(scenario())
 
 
-def test_window_has_the_monitor_page_and_alerts_reach_the_status_bar(qloop, make_window) -> None:
+@contextmanager
+def metrics_server(page: str):
+    """A local HTTP server answering ``/metrics`` with ``page``: a vLLM server as the monitor reads it."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = page.encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_alerts_reach_the_status_bar_with_the_monitor_page_never_opened(qloop, make_window) -> None:
+    """The window starts the monitor a few seconds after it shows; a vLLM server whose KV cache is 95% full raises
+    an alert that the status bar shows, though the Monitor page was never built."""
+
     async def scenario():
         window = await make_window()
-        panel = window.monitor_panel
-        names = [window.nav.item(i).text() for i in range(window.nav.count())]
-        window.nav.setCurrentRow(names.index("Monitor"))
-        assert window.pages.currentWidget() is panel
-        await until(lambda: panel.latest is not None, 15)  # the real sampler, real NVML
-        assert panel.latest.gpus or panel.latest.gpu_unavailable_reason
         label = window.status.alert_label
         assert not label.isVisible()
-        snapshot = MonitorSnapshot(1.0, (), "none", RamReading(16 * GIB, 4 * GIB, 12 * GIB), 1.0)
-        alert = Alert("kv:vllm", "warning", "vLLM: KV cache 95% full")
-        panel.snapshot_arrived.emit(snapshot, (alert,))
-        await until(lambda: label.isVisible())
-        assert label.text() == "⚠ 1 alert" and "KV cache 95% full" in label.toolTip()
+        with metrics_server(KV_FULL) as url:
+            window.workstation.host.offer_vllm(VllmEndpoint(url, "tiny-llama", None, "remote"))
+            await until(lambda: label.isVisible(), 30)  # the real sampler, real NVML, the page's /metrics
+            window.workstation.host.withdraw_vllm("remote")
+        assert label.text().startswith("⚠ ") and "vLLM: tiny-llama: KV cache 95% full" in label.toolTip()
+        assert "monitor" not in window._widgets
+        await until(lambda: not label.isVisible(), 30)  # the server withdrawn: its alert clears
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_page_opened_late_shows_the_history_gathered_before_and_keeps_it(qloop, make_window) -> None:
+    async def scenario():
+        window = await make_window()
+        monitor = window.workstation.monitor
+        await monitor.start()  # as the window does a few seconds after it shows
+        await until(lambda: len(monitor.snapshot().samples) >= 3, 30)
+        assert "monitor" not in window._widgets
+        first = monitor.snapshot().samples[0].taken_at_s
+        panel = window.open_path("monitor")
+        assert len(panel.history) >= 3 and panel.history.series["ram_used_bytes"].points()[0][0] == first
+        await until(lambda: not panel._redraw_pending)
+        assert panel.system_view.ram_bar.text().startswith("RAM ")
+        window.open_path("chat")
+        seen = len(panel.history)
+        await until(lambda: len(monitor.snapshot().samples) > seen + 1, 30)
+        assert window.open_path("monitor") is panel  # reopened: the same page, its history kept and grown
+        assert len(panel.history) > seen and panel.history.series["ram_used_bytes"].points()[0][0] == first
 
     qloop.run_until_complete(scenario())
 
@@ -225,56 +302,57 @@ def test_kv_grid_aggregation_and_chart_colours(qapp) -> None:
     assert [c.name() for c in shown["light"][0]] != [c.name() for c in shown["dark"][0]]
 
 
-def test_a_panel_deleted_without_shutdown_stops_sampling(qloop, qtbot) -> None:
+def test_a_page_deleted_without_shutdown_stops_following_and_the_monitor_samples_on(qloop, qtbot) -> None:
     from app.services.logbuffer import install_logging
     from app.services.paths import app_paths
     from app.services.workstation import Workstation
     from app.ui.pages.monitor.panel import MonitorPanel
 
     async def scenario():
-        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-        panel = MonitorPanel(
-            context, targets=lambda: [], sampler_factory=sampler_factory(FakePynvml([])), autostart=False
-        )
-        await panel.start()
-        sampler = panel.sampler
-        assert sampler is not None and sampler.running
-        panel.deleteLater()
-        await until(lambda: not shiboken6.isValid(panel), 5)
-        await until(lambda: not sampler.running, 5)
-        sampler.close()
+        workstation = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
+        monitor = fast_monitor(workstation, FakePynvml([]), lambda: [])
+        try:
+            panel = MonitorPanel(workstation)
+            await panel.start()
+            listeners = monitor._events.listeners
+            panel.deleteLater()
+            await until(lambda: not shiboken6.isValid(panel), 5)
+            assert monitor._events.listeners == listeners - 1
+            before = len(monitor.snapshot().samples)
+            await until(lambda: len(monitor.snapshot().samples) > before + 1, 10)
+        finally:
+            await workstation.close()
 
     qloop.run_until_complete(scenario())
 
 
-def test_interval_and_prometheus_come_from_settings_and_changes_are_saved(qloop, qtbot) -> None:
-    from app.services.logbuffer import install_logging
-    from app.services.paths import app_paths
-    from app.services.workstation import Workstation
+def test_interval_and_prometheus_come_from_settings_and_follow_them(qloop, make_standalone_panel) -> None:
     from app.ui.pages.monitor.panel import MonitorPanel
 
+    port = _free_port()
+
+    def build(workstation):
+        workstation.update_settings(prometheus_enabled=True, prometheus_port=port)
+        monitor = fast_monitor(workstation, FakePynvml([]), lambda: [])
+        workstation.update_settings(monitor_interval_s=0.25)
+        assert monitor.sampler is None  # nothing starts before the window or the page asks
+        return MonitorPanel(workstation)
+
     async def scenario():
-        context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-        context.settings.monitor_interval_s = 0.25
-        context.settings.prometheus_enabled = True
-        context.settings.prometheus_port = _free_port()
-        panel = MonitorPanel(
-            context, targets=lambda: [], sampler_factory=sampler_factory(FakePynvml([])), autostart=False
-        )
-        qtbot.addWidget(panel)
-        saved = []
-        panel.settings_changed_requested.connect(saved.append)
+        panel = await make_standalone_panel(build)
         await panel.start()
-        try:
-            assert panel.sampler is not None and panel.sampler.interval_s == 0.25
-            await until(lambda: panel.exporter is not None, 10)
-            assert panel.exporter.port == context.settings.prometheus_port
-            assert saved == []  # already the saved choice
-            panel.prometheus_check.setChecked(False)
-            await until(lambda: panel.exporter is None, 10)
-            assert saved == [{"prometheus_enabled": False, "prometheus_port": context.settings.prometheus_port}]
-        finally:
-            await panel.shutdown()
+        monitor, workstation = panel.monitor, panel.workstation
+        assert monitor.sampler is not None and monitor.sampler.interval_s == 0.25
+        assert panel.status_label.text() == "Sampling every 0.25 s."
+        await until(lambda: panel.exporter_state.running, 10)
+        assert panel.exporter_state.url == f"http://127.0.0.1:{port}/metrics" and panel.prometheus_check.isChecked()
+        workstation.update_settings(monitor_interval_s=0.5)  # the Settings page's road
+        assert monitor.sampler.interval_s == 0.5 and panel.status_label.text() == "Sampling every 0.5 s."
+        panel.prometheus_check.setChecked(False)
+        await until(lambda: not panel.exporter_state.running, 10)
+        await workstation.settings_saved()
+        saved = (workstation.paths.settings_file).read_text()
+        assert '"prometheus_enabled": false' in saved and f'"prometheus_port": {port}' in saved
 
     qloop.run_until_complete(scenario())
 
@@ -334,11 +412,13 @@ def test_real_vllm_under_load_fills_the_kv_grid(qloop, make_standalone_panel, vl
                     return
 
     def real_sampler(targets):
-        return MonitorSampler(nvml=NvmlReader(FakePynvml([])), targets=targets, interval_s=0.2)
+        return MonitorSampler(nvml=NvmlReader(FakePynvml([])), targets=targets)
 
-    def build(context):
+    def build(workstation):
         targets = lambda: [vllm_target(url, pid=vllm_server.server.pid, label="vLLM: tiny")]  # noqa: E731
-        return MonitorPanel(context, targets=targets, sampler_factory=real_sampler, autostart=False)
+        workstation.update_settings(monitor_interval_s=0.2)
+        workstation.monitor = MonitorService.for_workstation(workstation, targets=targets, sampler_factory=real_sampler)
+        return MonitorPanel(workstation)
 
     async def scenario():
         panel = await make_standalone_panel(build, (1100, 900))
@@ -530,12 +610,11 @@ def test_monitor_fits_a_small_laptop_in_every_state(qloop, make_panel, theme) ->
                 assert len(panel.system_view.cards) == 2 and panel.engines_view.running.isVisible()
                 assert panel.process_table.isVisible()
                 assert_fits(frame)
-                alerts = (Alert("kv:vllm", "warning", "vLLM: KV cache 95% full " * 4), Alert("ram", "critical", "RAM"))
-                await panel.shutdown()  # no newer snapshot replaces the one with alerts
-                panel._closed = False
-                panel.snapshot_arrived.emit(panel.latest, alerts)
-                await until(lambda: panel.alert_list.isVisible())
-                assert panel.alert_list.count() == 2 and panel.alerts_title.isVisible()
+            full = FakePynvml([FakeGpu(used_bytes=133 * GIB, compute=[(os.getpid(), 3 * GIB)])])
+            alerting = await make_panel(full, page=KV_FULL)  # VRAM and the KV cache nearly full: two alerts
+            with window_frame(alerting) as frame:
+                await until(lambda: alerting.alert_list.isVisible() and alerting.alert_list.count() == 2, 10)
+                assert alerting.alerts_title.isVisible()
                 assert_fits(frame)
 
     qloop.run_until_complete(scenario())

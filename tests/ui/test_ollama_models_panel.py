@@ -38,7 +38,7 @@ def make_panel(qloop, qtbot):
 
     async def make(host: str):
         context = Workstation.create(app_paths().ensure(), install_logging("INFO", None))
-        context.settings.ollama_host = host
+        context.update_settings(ollama_host=host)
         panel = OllamaModelsPanel(context)
         qtbot.addWidget(panel)
         panel.resize(1000, 700)
@@ -55,6 +55,8 @@ def make_panel(qloop, qtbot):
             if shiboken6.isValid(panel):
                 panel.hide()  # stops the memory timer
         await _idle()
+        for panel in panels:
+            await panel.workstation.close()  # the shared Ollama client among what it closes
 
     qloop.run_until_complete(finish())
 
@@ -283,8 +285,7 @@ def test_settings_changed_reads_the_host_again(qloop, fake, make_panel):
     async def scenario():
         panel = await make_panel(FakeOllama.unused_host())
         assert not panel.ollama_running
-        panel.context.settings.ollama_host = fake.host
-        panel.settings_changed()
+        panel.workstation.update_settings(ollama_host=fake.host)  # the page follows the settings itself
         await until(lambda: panel.ollama_running)
         await _idle()
         assert _column(panel.installed_table) == ["llama3.2:latest"]
@@ -358,5 +359,29 @@ def test_the_ollama_page_fits_a_small_laptop_in_every_state(qloop, make_panel, t
                 finally:
                     if host is None:
                         server.stop()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_ollama_and_modelfile_pages_share_the_workstations_one_client(qloop, fake, make_panel):
+    """Both pages talk to Ollama through ``workstation.ollama``: one client for the host, lent to each."""
+    from app.ui.pages.modelfiles.panel import ModelfilePanel
+
+    fake.add_model("llama3.2")
+
+    async def scenario():
+        panel = await make_panel(fake.host)
+        modelfiles = ModelfilePanel(panel.workstation)
+        try:
+            await modelfiles.start()
+            await until(lambda: modelfiles.ollama_running and "llama3.2:latest" in modelfiles.form.from_candidates())
+            await panel.recheck()
+            state = panel.workstation.ollama.snapshot()
+            assert state.host == fake.host and state.made == 1 and state.lent >= 4 and state.in_use == 0
+            assert _column(panel.installed_table) == ["llama3.2:latest"]
+        finally:
+            await _idle()
+            await modelfiles.shutdown()
+            modelfiles.deleteLater()
 
     qloop.run_until_complete(scenario())

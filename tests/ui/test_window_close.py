@@ -25,13 +25,13 @@ def test_a_close_during_the_shutdown_waits_for_it(qloop, make_window, no_quit_on
     async def scenario():
         window = await make_window()
         order = []
-        close_context = window.context.close
+        close_context = window.workstation.close
 
         async def recorded_close():
             await close_context()
             order.append("engines and history closed")
 
-        window.context.close = recorded_close
+        window.workstation.close = recorded_close
         window.close()  # the close button: the shutdown begins
         window.close()  # again, while it runs
         assert window.isVisible()
@@ -67,7 +67,7 @@ def test_sigterm_while_a_reply_streams_keeps_it_saved_as_stopped(
         close_on_quit(request, window)
         os.kill(os.getpid(), signal.SIGTERM)
         await until(lambda: not window.isVisible())
-        store = ConversationStore(window.context.paths.conversations_db)
+        store = ConversationStore(window.workstation.paths.conversations_db)
         try:
             user, reply = store.load(chat_id).messages
         finally:

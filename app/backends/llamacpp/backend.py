@@ -7,11 +7,12 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.backends.facts import LLAMACPP_FACTS
 from app.backends.llamacpp import protocol
 from app.backends.llamacpp.kernel_fallback import NOTE as KERNEL_NOTE
 from app.backends.llamacpp.kernel_fallback import KernelFallback
@@ -29,6 +30,7 @@ from app.backends.protocol import (
     RequestRefusedError,
     StateKind,
 )
+from app.backends.streamed_reply import StreamedReply
 from app.core.chat.conversation import ReplyStats
 from app.core.errors import ErrorKind, InvalidInputError
 from app.core.gguf.header import GgufFileError, read_gguf_header
@@ -76,12 +78,14 @@ class _Reply:
     last_at: float | None = None
     text: list[str] = field(default_factory=list)
     abandoned: bool = False
+    stats: ReplyStats | None = None  # set at its "done" event
 
 
 class LlamaCppBackend(BackendBase):
     """llama-cpp-python in a child process: a native crash kills the worker, never the app."""
 
     kind = "llamacpp"
+    facts = LLAMACPP_FACTS
 
     def __init__(
         self,
@@ -206,19 +210,21 @@ class LlamaCppBackend(BackendBase):
 
     def stream_chat(
         self, messages: list[dict[str, Any]], params: SamplingParams, options: GenerationOptions | None = None
-    ) -> AsyncIterator[Delta]:
-        """Stream a reply. ``stop()`` ends it gracefully; cancelling the consumer (or closing the stream) also
+    ) -> StreamedReply:
+        """Stream a reply. Its ``stop()`` ends it gracefully; cancelling the consumer (or closing the stream) also
         stops the worker at its next token. ``options``: structured output, tools, logprobs — enforced by a
         grammar in the worker or refused with RequestRefusedError (InvalidInputError for a malformed shape)."""
-        return self._stream({"op": "chat", "messages": messages}, params, options)
+        command = {"op": "chat", "messages": messages}
+        return StreamedReply(lambda handle: self._stream(handle, command, params, options))
 
     def stream_completion(
         self, prompt: str, params: SamplingParams, options: GenerationOptions | None = None
-    ) -> AsyncIterator[Delta]:
+    ) -> StreamedReply:
         """Continue ``prompt`` as raw text, without the chat template (OpenAI's ``/v1/completions``)."""
         if options is not None and options.tools:
             raise InvalidInputError("A text completion cannot call tools; send the tools with a chat instead.")
-        return self._stream({"op": "complete", "prompt": prompt}, params, options)
+        command = {"op": "complete", "prompt": prompt}
+        return StreamedReply(lambda handle: self._stream(handle, command, params, options))
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         """One normalized vector per text; the model must be loaded with ``LoadParams(embedding=True)``."""
@@ -245,14 +251,14 @@ class LlamaCppBackend(BackendBase):
             raise
 
     async def _stream(
-        self, command: dict[str, Any], params: SamplingParams, options: GenerationOptions | None
-    ) -> AsyncIterator[Delta]:
+        self, handle: StreamedReply, command: dict[str, Any], params: SamplingParams, options: GenerationOptions | None
+    ) -> AsyncGenerator[Delta, None]:
         """A reply; asked once more, in a worker without llama.cpp's CPU-specific kernels, when those crashed the
         worker before the reply's first token (the model is reloaded there first)."""
         for attempt in (1, 2):
             started = False
             try:
-                async with contextlib.aclosing(self._stream_once(command, params, options)) as deltas:
+                async with contextlib.aclosing(self._stream_once(handle, command, params, options)) as deltas:
                     async for delta in deltas:  # closed with this one: the worker stops at its next token
                         started = True
                         yield delta
@@ -263,7 +269,7 @@ class LlamaCppBackend(BackendBase):
                 await self._recovery
 
     async def _stream_once(
-        self, command: dict[str, Any], params: SamplingParams, options: GenerationOptions | None
+        self, handle: StreamedReply, command: dict[str, Any], params: SamplingParams, options: GenerationOptions | None
     ) -> AsyncGenerator[Delta, None]:
         if options is not None:
             options.check()
@@ -278,6 +284,7 @@ class LlamaCppBackend(BackendBase):
         self._worker.send(
             {**command, "id": request_id, "sampling": params.to_dict(), "options": (options or _NO_OPTIONS).to_dict()}
         )
+        handle.on_stop(lambda: self.stop_reply(request_id))
         finished = False
         try:
             while True:
@@ -297,6 +304,7 @@ class LlamaCppBackend(BackendBase):
                 self.stop_reply(request_id)
                 while self._active == request_id:  # the worker ends it at its next token: then the next may go
                     await self._idle.wait()
+            handle.stats = reply.stats
 
     def stop(self) -> None:
         """Ask the worker to stop the reply in flight at its next token."""
@@ -384,7 +392,7 @@ class LlamaCppBackend(BackendBase):
             if self._model is not None and "kv_used" in event:  # live while generating; exact at "done"
                 self._kv = KvUsage(int(event["kv_used"]), self._model.n_ctx)
         elif event["event"] == "done":
-            self._stats = _reply_stats(reply, event, now)
+            self._stats = reply.stats = _reply_stats(reply, event, now)
             if event.get("kv"):
                 self._kv = KvUsage(event["kv"]["used_cells"], event["kv"]["total_cells"])
         if event["event"] in ("done", "error"):

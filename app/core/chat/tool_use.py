@@ -128,36 +128,3 @@ def calls_for_prompt(calls: list[ToolUse]) -> list[dict[str, Any]]:
 def tool_prompt_messages(calls: list[ToolUse]) -> list[dict[str, Any]]:
     """One ``tool`` message per call, in call order."""
     return [{"role": "tool", "tool_call_id": c.id, "name": c.name, "content": c.sent_result()} for c in calls]
-
-
-class CallPieces:
-    """Tool calls an engine parsed itself (vLLM, Ollama), put together from their streamed pieces in OpenAI's
-    shape (``{"index", "id"?, "function": {"name"?, "arguments"?}}``): the first piece of an index names the call,
-    later ones add to its arguments."""
-
-    def __init__(self) -> None:
-        self._calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
-
-    def add(self, piece: dict[str, Any]) -> None:
-        index = piece.get("index")
-        index = index if isinstance(index, int) else len(self._calls)
-        given = piece.get("function")
-        function: dict[str, Any] = given if isinstance(given, dict) else {}
-        call = self._calls.setdefault(index, ["", "", ""])
-        if isinstance(piece.get("id"), str) and not call[0]:
-            call[0] = piece["id"]
-        if isinstance(function.get("name"), str) and not call[1]:
-            call[1] = function["name"]
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            call[2] += arguments
-        elif isinstance(arguments, dict):  # Ollama gives the arguments as an object
-            call[2] += json.dumps(arguments, ensure_ascii=False)
-
-    def __bool__(self) -> bool:
-        """Whether any call has begun."""
-        return bool(self._calls)
-
-    def calls(self, new_id: Any) -> list[tuple[str, str, str]]:
-        """(id, name, arguments) of each call in index order; ``new_id(index)`` names a call given no id."""
-        return [(c[0] or new_id(i), c[1], c[2] or "{}") for i, c in sorted(self._calls.items())]

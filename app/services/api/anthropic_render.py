@@ -8,7 +8,8 @@ from typing import Any
 
 from app.core import safe_json
 from app.core.chat.conversation import ReplyStats
-from app.services.api.replies import CallArgs, CallStart, CollectedReply, Out, TextOut, ThinkingOut, new_call_id
+from app.core.chat.reply_reader import CallArgs, CallStart, TextOut, ThinkingOut
+from app.services.api.replies import CollectedReply, Out, new_call_id
 
 STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
 

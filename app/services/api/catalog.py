@@ -6,8 +6,9 @@ those match). An Ollama model by ``name:tag``, a vLLM model by its served name. 
 prefixed with its engine (``llamacpp/…``, ``ollama/…``, ``vllm/…``) and the bare name is ambiguous. Aliases also
 resolve: a GGUF's file name and stem, ``ollama:NAME`` / ``vllm:NAME``, an Ollama ``name`` for ``name:latest``.
 
-Listings are cached for a few seconds (a library rescan costs a ``stat`` per file; it runs off the loop); a name
-not found triggers one fresh look before the 404.
+GGUFs come from libraries: the workstation's library service (its latest scan: a finished download or a folder
+added in Settings shows at once, the owner calls ``invalidate``) and/or a ``ModelLibrary`` scanned off the loop.
+Listings are cached for a few seconds; a name not found triggers one fresh look (a rescan) before the 404.
 """
 
 from __future__ import annotations
@@ -18,15 +19,19 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from app.services.api.errors import ApiError
 from app.services.engines.entries import EngineKind, engine_model, entry_for
 from app.services.engines.host import EngineHost
-from app.services.library.index import EntryKind, ModelLibrary
+from app.services.library.index import EntryKind, LibraryEntry, LibraryScan, ModelLibrary
 from app.services.library.names import file_stem, model_display_name
+
+if TYPE_CHECKING:
+    from app.services.ollama.shared import SharedOllama
 
 log = logging.getLogger("app.services.api")
 
@@ -35,6 +40,17 @@ OLLAMA_LIST_TIMEOUT_S = 3.0
 MAX_NAMES_IN_ERROR = 30
 
 OllamaLister = Callable[[], Awaitable[list[str]]]
+
+
+class LibraryFeed(Protocol):
+    """The workstation's library service: its latest scan (None before the first), and a fresh one on demand."""
+
+    def snapshot(self) -> LibraryScan | None: ...
+
+    async def scan(self) -> LibraryScan: ...
+
+
+LibrarySource = ModelLibrary | LibraryFeed
 
 
 @dataclass(frozen=True)
@@ -105,31 +121,46 @@ def _aliases(c: Candidate, model_id: str, clash: bool) -> tuple[str, ...]:
 
 
 class ModelCatalog:
-    """The models the server offers now. ``library`` None: no GGUFs but the one loaded; ``list_ollama`` None:
-    no Ollama models."""
+    """The models the server offers now. ``library`` (one source or several) None: no GGUFs but the one loaded;
+    ``list_ollama`` None: no Ollama models."""
 
     def __init__(
         self,
         host: EngineHost,
-        library: ModelLibrary | None = None,
+        library: LibrarySource | Sequence[LibrarySource] | None = None,
         *,
         list_ollama: OllamaLister | None = None,
         fresh_s: float = FRESH_S,
     ) -> None:
         self._host = host
-        self._library = library
+        self._libraries: list[LibrarySource] = (
+            [] if library is None else list(library) if isinstance(library, Sequence) else [library]
+        )
         self._list_ollama = list_ollama
         self._fresh_s = fresh_s
         self._models: list[ServedModel] = []
         self._taken_at = float("-inf")
+        self._changes = 0  # invalidations so far: one during a listing makes that listing stale at once
         self._lock = asyncio.Lock()
 
+    def add_library(self, library: LibrarySource) -> None:
+        """Serve this library's GGUFs too (``serve --models-dir``)."""
+        self._libraries.append(library)
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        """What it lists changed (a library scan, the Ollama host): the next listing looks again."""
+        self._taken_at = float("-inf")
+        self._changes += 1
+
     async def models(self, *, fresh: bool = False) -> list[ServedModel]:
-        """Every model the server can serve now (cached for a few seconds unless ``fresh``)."""
+        """Every model the server can serve now (cached for a few seconds unless ``fresh``: then the libraries
+        are scanned again)."""
         async with self._lock:
             if fresh or time.monotonic() - self._taken_at > self._fresh_s:
-                self._models = assign_ids(await self._candidates())
-                self._taken_at = time.monotonic()
+                changes = self._changes
+                self._models = assign_ids(await self._candidates(fresh))
+                self._taken_at = time.monotonic() if changes == self._changes else float("-inf")
             return list(self._models)
 
     async def resolve(self, name: object) -> ServedModel:
@@ -154,8 +185,8 @@ class ModelCatalog:
             param="model", code="model_not_found",
         )  # fmt: skip
 
-    async def _candidates(self) -> list[Candidate]:
-        found = await self._gguf_candidates()
+    async def _candidates(self, fresh: bool) -> list[Candidate]:
+        found = await self._gguf_candidates(fresh)
         known = {c.entry for c in found}
         loaded = self._host.loaded(EngineKind.LLAMACPP)
         if loaded is not None and loaded.entry not in known:  # loaded from outside the library (the window)
@@ -168,17 +199,19 @@ class ModelCatalog:
         found += [Candidate(EngineKind.VLLM, e, engine_model(e)) for e in sorted(vllm)]
         return found
 
-    async def _gguf_candidates(self) -> list[Candidate]:
-        library = self._library
-        if library is None:
+    async def _gguf_candidates(self, fresh: bool) -> list[Candidate]:
+        usable: dict[str, LibraryEntry] = {}
+        for library in self._libraries:
+            for entry in await _entries(library, fresh):
+                if entry.kind is EntryKind.GGUF and entry.error is None:
+                    usable.setdefault(entry.path, entry)  # a folder in two libraries: once
+        if not usable:
             return []
 
-        def scan() -> list[Candidate]:
-            entries = library.scan().entries
-            usable = [e for e in entries if e.kind is EntryKind.GGUF and e.error is None]
-            return [Candidate(EngineKind.LLAMACPP, e.path, e.name, _mtime(e.path)) for e in usable]
+        def candidates() -> list[Candidate]:  # a stat per file: off the loop
+            return [Candidate(EngineKind.LLAMACPP, e.path, e.name, _mtime(e.path)) for e in usable.values()]
 
-        return await asyncio.get_running_loop().run_in_executor(None, scan)
+        return await asyncio.get_running_loop().run_in_executor(None, candidates)
 
     async def _ollama(self) -> list[str]:
         if self._list_ollama is None:
@@ -190,13 +223,19 @@ class ModelCatalog:
             return []
 
 
-def ollama_lister(host: Callable[[], str | None]) -> OllamaLister:
-    """List the names of Ollama's models at ``host()`` (the settings' host, else OLLAMA_HOST, else the default)."""
+async def _entries(library: LibrarySource, fresh: bool) -> list[LibraryEntry]:
+    if isinstance(library, ModelLibrary):
+        return (await asyncio.get_running_loop().run_in_executor(None, library.scan)).entries
+    scan = None if fresh else library.snapshot()
+    return (scan if scan is not None else await library.scan()).entries
+
+
+def ollama_lister(ollama: SharedOllama) -> OllamaLister:
+    """List the names of Ollama's models through the shared client (the settings' host, else OLLAMA_HOST, else
+    the default)."""
 
     async def names() -> list[str]:
-        from app.services.ollama.client import OllamaService
-
-        async with OllamaService(host() or None) as service:
+        async with ollama.use() as service:
             return [m.name for m in await service.list_models()]
 
     return names

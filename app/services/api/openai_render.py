@@ -7,16 +7,8 @@ import time
 from typing import Any
 
 from app.core.chat.conversation import ReplyStats
-from app.services.api.replies import (
-    CallArgs,
-    CallStart,
-    CollectedReply,
-    Out,
-    RecastOut,
-    TextOut,
-    ThinkingOut,
-    new_call_id,
-)
+from app.core.chat.reply_reader import CallArgs, CallStart, RecastOut, TextOut, ThinkingOut
+from app.services.api.replies import CollectedReply, Out, new_call_id
 
 
 def usage(stats: ReplyStats | None) -> dict[str, int]:

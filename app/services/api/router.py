@@ -1,11 +1,14 @@
-"""Getting a request's model ready in its engine: the queue bound, model turns (``gate``), the load on first use
-with the model's saved settings, and the idle timer that unloads it again.
+"""Getting a request's model ready in its engine: the queue bound, a turn in the engine's one line
+(``EngineHost.use``) with the model loaded on first use with its saved settings, and the idle timer that unloads
+it again.
 
-- **Queue bound**: on an engine that runs one reply at a time (llama.cpp, Ollama) at most ``max_queue`` requests
-  wait (the engine host's line included: chats in the window count); beyond that the request is refused at once.
-- **JIT load**: a model that is not loaded is loaded with its per-model settings (``ModelSettingsStore``: the
-  Library's settings, else its preset, else the defaults) — every time, whoever asked. A load the memory
-  estimate refuses comes back as the engine's error (400, with the estimate's numbers).
+- **Queue bound**: on an engine that runs one reply at a time (llama.cpp, Ollama) at most ``max_queue`` callers
+  wait in the engine host's line (the window's chats and loads count); beyond that the request is refused at once.
+  Once admitted a request waits its turn and then runs on the model it asked for: the window cannot load another
+  model in between (its load waits in the same line).
+- **JIT load**: a model that is not loaded is loaded in the request's turn with its per-model settings
+  (``ModelSettingsStore``: the Library's settings, else its preset, else the defaults) — every time, whoever asked.
+  A load the memory estimate refuses comes back as the engine's error (400, with the estimate's numbers).
 - **Idle TTL**: a model the server loaded unloads ``idle_ttl_s`` after its last request ends; a request's
   ``keep_alive``/``ttl`` sets the time after that request for any model (0: at once; negative: never). vLLM's
   memory belongs to its server, so nothing is unloaded there.
@@ -16,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -26,10 +28,9 @@ from app.core.errors import AppError
 from app.core.params import LoadParams, SamplingParams
 from app.services.api.catalog import ServedModel
 from app.services.api.errors import ApiError, from_app_error, overloaded
-from app.services.api.gate import ModelGate
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded
-from app.services.engines.host import EngineHost
+from app.services.engines.host import EngineHost, Turn
 
 log = logging.getLogger("app.services.api")
 
@@ -56,12 +57,23 @@ class BuiltinDefaults:
 
 @dataclass
 class Lease:
-    """A request's hold on its loaded model; ``loaded_here``: the server loaded it for this request."""
+    """A request's hold on its loaded model: ``turn`` is its turn in the engine's line (what it asks goes through
+    it); ``loaded_here``: the server loaded the model for this request."""
 
     model: ServedModel
-    info: ModelInfo
-    loaded_here: bool
-    load_ms: float | None
+    turn: Turn
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.turn.info
+
+    @property
+    def loaded_here(self) -> bool:
+        return self.turn.loaded_here
+
+    @property
+    def load_ms(self) -> float | None:
+        return self.turn.load_ms
 
 
 class ModelRouter:
@@ -77,13 +89,11 @@ class ModelRouter:
         self._defaults: ModelDefaults = defaults or BuiltinDefaults()
         self.idle_ttl_s = idle_ttl_s
         self.max_queue = max_queue
-        self._gates: dict[EngineKind, ModelGate] = {}
-        self._load_locks: dict[EngineKind, asyncio.Lock] = {}
-        self._in_flight: dict[EngineKind, int] = {}
+        self._in_flight: dict[EngineKind, int] = {}  # the API's requests per engine, waiting or running
         self._ours: set[tuple[EngineKind, str]] = set()  # models the server loaded (the idle TTL applies)
         self._timers: dict[EngineKind, asyncio.TimerHandle] = {}
         self._expiring: set[asyncio.Task[None]] = set()
-        self._loading: tuple[EngineKind, str] | None = None
+        self._loading: set[tuple[EngineKind, str]] = set()  # loads the server is making now
         self._unsubscribe = host.subscribe(self._engine_event)
 
     def close(self) -> None:
@@ -97,9 +107,8 @@ class ModelRouter:
         return self._defaults.effective_sampling(model.entry)
 
     def queued(self, kind: EngineKind) -> int:
-        """Requests waiting for that engine now: the API's beyond the one generating, or the host's line (where
-        the window's replies wait too), whichever is longer."""
-        return max(self._in_flight.get(kind, 0) - 1, self._host.waiting(kind))
+        """Callers waiting in that engine's line now: the API's requests, the window's replies and loads."""
+        return self._host.waiting(kind)
 
     @contextlib.asynccontextmanager
     async def serving(
@@ -111,18 +120,45 @@ class ModelRouter:
         kind = model.engine
         self._admit(kind)
         self._in_flight[kind] = self._in_flight.get(kind, 0) + 1
-        gate = self._gates.setdefault(kind, ModelGate())
         try:
-            async with gate.use((model.entry, embedding)):
+            async with self._turn(model, embedding, on_loading) as turn:
                 self._cancel_timer(kind)
-                lease = await self._ready(model, embedding, on_loading)
                 try:
-                    yield lease
+                    yield Lease(model, turn)
                 finally:
-                    if gate.holders == 1:  # the last request on this model to end decides its idle time
+                    if self._in_flight[kind] == 1:  # the last request on this engine to end decides its idle time
                         self._arm(model, keep_alive)
         finally:
             self._in_flight[kind] -= 1
+
+    @contextlib.asynccontextmanager
+    async def _turn(
+        self, model: ServedModel, embedding: bool, on_loading: Callable[[], None] | None
+    ) -> AsyncIterator[Turn]:
+        """The request's turn in the engine host's line, its model loaded; a failed load is the API's error."""
+        kind, loading = model.engine, False
+
+        def began_loading() -> None:
+            nonlocal loading
+            loading = True
+            self._loading.add((kind, model.entry))
+            if on_loading is not None:
+                on_loading()
+
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                params = self._load_params(model, embedding)
+                turn = await stack.enter_async_context(self._host.use(model.entry, params, on_loading=began_loading))
+            except AppError as exc:
+                if not loading:
+                    raise
+                raise _load_error(model, exc) from exc
+            finally:
+                self._loading.discard((kind, model.entry))
+            if turn.loaded_here:
+                self._ours.add((kind, model.entry))
+                log.info("loaded %s (%s) for an API request", model.id, kind)
+            yield turn
 
     def _admit(self, kind: EngineKind) -> None:
         if kind is EngineKind.VLLM or self._host.concurrent(kind):
@@ -133,30 +169,9 @@ class ModelRouter:
                 "for it. Try again shortly."
             )
 
-    async def _ready(self, model: ServedModel, embedding: bool, on_loading: Callable[[], None] | None) -> Lease:
-        kind = model.engine
-        async with self._load_locks.setdefault(kind, asyncio.Lock()):
-            loaded = self._host.loaded(kind)
-            if loaded is not None and loaded.entry == model.entry and loaded.params.embedding == embedding:
-                return Lease(model, loaded.info, False, None)
-            if on_loading is not None:
-                on_loading()
-            params = self._load_params(model, embedding)
-            began = time.perf_counter()
-            self._loading = (kind, model.entry)
-            try:
-                info = await self._host.load(model.entry, params)
-            except AppError as exc:
-                raise _load_error(model, exc) from exc
-            finally:
-                self._loading = None
-            self._ours.add((kind, model.entry))
-            log.info("loaded %s (%s) for an API request", model.id, kind)
-            return Lease(model, info, True, (time.perf_counter() - began) * 1000)
-
     def _load_params(self, model: ServedModel, embedding: bool) -> LoadParams:
-        if model.engine is EngineKind.VLLM:
-            return LoadParams()
+        if not self._host.facts(model.engine).loads_models:  # the server loaded it (vLLM)
+            return replace(LoadParams(), embedding=embedding)
         params = self._defaults.effective_load(model.entry)
         return replace(params, embedding=embedding) if params.embedding != embedding else params
 
@@ -164,7 +179,7 @@ class ModelRouter:
     def _arm(self, model: ServedModel, keep_alive: object) -> None:
         kind = model.engine
         self._cancel_timer(kind)
-        if kind is EngineKind.VLLM:
+        if not self._host.facts(kind).loads_models:  # its memory is its server's
             return
         if isinstance(keep_alive, int | float):
             ttl: float | None = float(keep_alive)
@@ -183,10 +198,9 @@ class ModelRouter:
 
     async def _expire(self, kind: EngineKind, entry: str) -> None:
         loaded = self._host.loaded(kind)
-        gate = self._gates.get(kind)
-        if loaded is None or loaded.entry != entry or (gate is not None and (gate.holders or gate.waiting)):
+        if loaded is None or loaded.entry != entry or self._in_flight.get(kind):
             return
-        if self._host.generating(kind):
+        if self._host.in_use(kind) or self._host.generating(kind):
             return  # the window is using it: the model stays
         log.info("unloading a model after its idle time (%s)", kind)
         try:
@@ -203,7 +217,7 @@ class ModelRouter:
         if isinstance(event, ModelUnloaded):
             self._ours.discard((event.engine, event.entry))
             self._cancel_timer(event.engine)
-        elif isinstance(event, ModelLoaded) and self._loading != (event.engine, event.entry):
+        elif isinstance(event, ModelLoaded) and (event.engine, event.entry) not in self._loading:
             self._ours = {key for key in self._ours if key[0] is not event.engine}  # loaded by someone else
             self._cancel_timer(event.engine)
 

@@ -107,9 +107,10 @@ class Api:
         async def work(tracker: Tracker, body: dict[str, Any]) -> Response:
             name, messages, tools = count_call(body)
             model = await self._model(tracker, name)
-            async with self.router.serving(model, on_loading=lambda: tracker.update(state=RequestState.LOADING)):
-                counting = self.host.count_tokens(model.engine, messages, tools)
-                count = await unless_disconnected(request.receive, counting)
+            async with self.router.serving(
+                model, on_loading=lambda: tracker.update(state=RequestState.LOADING)
+            ) as lease:
+                count = await unless_disconnected(request.receive, lease.turn.count_tokens(messages, tools))
             tracker.finish(200, prompt_tokens=count)
             return JSONResponse({"input_tokens": count})
 
@@ -121,8 +122,10 @@ class Api:
             model = await self._model(tracker, body.get("model"))
             keep_alive = _keep_alive(body)
             on_loading = lambda: tracker.update(state=RequestState.LOADING)  # noqa: E731
-            async with self.router.serving(model, embedding=True, keep_alive=keep_alive, on_loading=on_loading):
-                vectors = await unless_disconnected(request.receive, self.host.embed(model.engine, texts))
+            async with self.router.serving(
+                model, embedding=True, keep_alive=keep_alive, on_loading=on_loading
+            ) as lease:
+                vectors = await unless_disconnected(request.receive, lease.turn.embed(texts))
             tracker.finish(200)
             return JSONResponse(openai_render.embeddings_body(model.id, vectors, body.get("encoding_format")))
 
@@ -224,7 +227,7 @@ class Api:
             steps = run.steps()
             stack.push_async_callback(steps.aclose)
             if not call.stream:
-                reply = await unless_disconnected(request.receive, collect(steps, tracker.first_token))
+                reply = await unless_disconnected(request.receive, collect(run, steps, tracker.first_token))
                 self._finish(tracker, run, lease)
                 return JSONResponse(shape.whole(model.id, reply, run))
             first = await unless_disconnected(request.receive, anext(steps))
@@ -241,30 +244,24 @@ class Api:
             await stack.aclose()
 
     async def _start(self, model: ServedModel, lease: Lease, call: GenerationCall) -> ReplyRun:
-        kind = model.engine
+        """The reply, asked in the request's turn: on the model it asked for, nothing between."""
+        kind, turn = model.engine, lease.turn
         limit = self.config.max_tokens_limit
         sampling = call.sampling_params(self.router.sampling(model), limit, lease.info.n_ctx)
-        loaded = self.host.loaded(kind)
-        unset = _SERVER_SAMPLING - call.sampling.keys() if kind is EngineKind.VLLM else frozenset()
+        server_sampling = not self.host.facts(kind).loads_models  # the server's model has its own defaults
+        unset = _SERVER_SAMPLING - call.sampling.keys() if server_sampling else frozenset()
         options = replace(
             call.options or GenerationOptions(),
             whole=not call.stream,  # vLLM: the reply in one piece, without SSE's cost per token
             server_defaults=tuple(sorted(unset)),  # vLLM's own (the model's) defaults for what the client left unset
         )
         if call.prompt is not None:
-            stream = self.host.complete(kind, call.prompt, sampling, options)
+            stream = turn.complete(call.prompt, sampling, options)
             parser = None
         else:
-            parser = await reply_parser(kind, loaded, options)
-            stream = self.host.stream_chat(kind, call.messages, sampling, options)
-        return ReplyRun(
-            stream, parser, engine=str(kind), want_logprobs=call.options.logprobs,
-            still_loaded=lambda: self._still_loaded(model),
-        )  # fmt: skip
-
-    def _still_loaded(self, model: ServedModel) -> bool:
-        loaded = self.host.loaded(model.engine)
-        return loaded is not None and loaded.entry == model.entry
+            parser = await reply_parser(kind, self.host.loaded(kind), options)
+            stream = turn.stream_chat(call.messages, sampling, options)
+        return ReplyRun(stream, parser, engine=str(kind), want_logprobs=call.options.logprobs)
 
     async def _events(
         self, shape: _Shape, model: ServedModel, run: ReplyRun, lease: Lease, first: list[Out],

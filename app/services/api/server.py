@@ -7,6 +7,8 @@ loop the host is bound to (the window's, or ``serve``'s). Qt-free; Starlette and
     url = await server.start()                  # "http://127.0.0.1:8417"; raises InvalidInputError / PortInUseError
     ...
     await server.stop()                         # stops replies in flight; the loaded models stay loaded
+
+The app's one server is ``workstation.api`` (``app.services.api.service``), which owns an ``ApiServer`` for its life.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.services.api.catalog import ModelCatalog, ollama_lister
+from app.services.api.catalog import ModelCatalog
 from app.services.api.config import ServerConfig, base_url, bind_socket
 from app.services.api.records import RequestLog, RequestRecord
 from app.services.api.router import ModelDefaults, ModelRouter
@@ -27,8 +29,6 @@ from app.services.engines.host import EngineHost
 if TYPE_CHECKING:
     from app.services.api.metrics import ApiMetrics
     from app.services.api.routes import Api
-    from app.services.library.index import ModelLibrary
-    from app.services.workstation import Workstation
 
 log = logging.getLogger("app.services.api")
 
@@ -57,34 +57,28 @@ class ApiServer:
         self._api: Api | None = None
         self.metrics: ApiMetrics | None = None
 
-    @classmethod
-    def for_workstation(
-        cls, workstation: Workstation, config: ServerConfig | None = None, library: ModelLibrary | None = None
-    ) -> ApiServer:
-        """The server over the workstation's host, library (its settings' folders unless ``library`` is given)
-        and per-model settings; Ollama's models at the settings' host."""
-        from app.services.library.index import ModelLibrary
-
-        library = library or ModelLibrary.for_app(workstation.settings, workstation.paths)
-        catalog = ModelCatalog(
-            workstation.host, library, list_ollama=ollama_lister(lambda: workstation.settings.ollama_host or None)
-        )
-        return cls(workstation.host, catalog, config, defaults=workstation.model_settings)
-
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
+
+    @property
+    def serving_task(self) -> asyncio.Task[None] | None:
+        """The task that serves while the server runs (its end, unless ``stop`` ended it, is a failure)."""
+        return self._task
 
     def subscribe(self, listener: Callable[[RequestRecord], None]) -> Callable[[], None]:
         """Hear of every request record change (on the server's loop); returns the function that unsubscribes."""
         return self.requests.subscribe(listener)
 
-    async def start(self) -> str:
-        """Bind and start accepting connections; returns the base URL. Raises InvalidInputError for a config that
-        is not safe (another machine could reach it without a key) and PortInUseError for a taken port."""
+    async def start(self, config: ServerConfig | None = None) -> str:
+        """Bind and start accepting connections (with ``config`` from now on, if given); returns the base URL.
+        Raises InvalidInputError for a config that is not safe (another machine could reach it without a key) and
+        PortInUseError for a taken port."""
         if self.running:
             assert self.url is not None
             return self.url
+        if config is not None:
+            self.config = config
         self.config.check()
         sock = bind_socket(self.config.host, self.config.port)
         try:
@@ -95,11 +89,15 @@ class ApiServer:
         self._socket = sock
         self.url = base_url(sock, self.config.host)
         self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                await self._task  # raises what stopped it
-                raise RuntimeError("the API server stopped while starting")
-            await asyncio.sleep(0.01)
+        try:
+            while not self._server.started:
+                if self._task.done():
+                    await self._task  # raises what stopped it
+                    raise RuntimeError("the API server stopped while starting")
+                await asyncio.sleep(0.01)
+        except BaseException:
+            await self.stop()  # the socket and the router go with it
+            raise
         log.info("API server listening on %s", self.url)
         return self.url
 
@@ -123,6 +121,7 @@ class ApiServer:
         if self._socket is not None:
             self._socket.close()
         self._task = self._server = self._socket = self._router = self._api = None
+        self.url = None
         log.info("API server stopped")
 
     def _uvicorn(self, sock: socket.socket) -> Any:

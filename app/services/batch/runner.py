@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.backends.http_json import response_json, response_json_or_none
 from app.backends.http_lines import MAX_LINE_BYTES, closing_byte_lines
-from app.backends.openai_stream import sse_data
+from app.backends.openai_stream import Reply, StreamError, absorb_delta, sse_data
 from app.backends.server_url import normalize_server_url
 from app.core import safe_json
 from app.core.batch.input import BatchRequest, length_priorities, percentiles, read_finished_ids, shortest_first
+from app.core.chat.reply_reader import ReplyReader
 from app.core.errors import AppError, ErrorKind, InvalidInputError
 from app.core.lazy_import import lazy_import
 from app.core.user_files import human_limit
@@ -414,16 +415,16 @@ class BatchRunner:
 
 
 class _Stream:
-    """Reads one SSE response: text pieces, time to first token, usage, finish reason, errors."""
+    """Reads one SSE response: each chunk through the one chunk reader (``absorb_delta``: text, usage, finish
+    reason, the time of the first token) and its pieces through the one reply reader (the answer's text, as the
+    chat and the API server read it), or the error that ends it."""
 
     def __init__(self, is_chat: bool, state: _RunState) -> None:
         self.is_chat = is_chat
         self.state = state
-        self.pieces: list[str] = []
+        self.reply = Reply(sent_at=time.perf_counter())
+        self.reader = ReplyReader()  # no parser: the server's text is all answer, its own thinking apart
         self.chunks = 0
-        self.first_at: float | None = None
-        self.usage: dict[str, Any] | None = None
-        self.finish_reason: str | None = None
         self.error: str | None = None
         self.ended = False
 
@@ -437,6 +438,7 @@ class _Stream:
                         return
         except safe_json.JsonError:  # a line over the bound: the reader stopped at the limit
             self.error = f"the server sent a stream line larger than {human_limit(MAX_LINE_BYTES)}"
+        self.reader.finish()
 
     def _event(self, data: bytes) -> bool:
         """Take one ``data:`` payload; True on an error (stop reading and drop the connection)."""
@@ -451,43 +453,32 @@ class _Stream:
         if not isinstance(chunk, dict):
             self.error = f"the server sent a malformed stream chunk: {data[:80]!r}"
             return True
-        if "error" in chunk:
-            error = chunk["error"]
-            text = error.get("message", error) if isinstance(error, dict) else error
-            self.error = f"the server reported an error mid-stream: {str(text)[:ERROR_TEXT_CHARS]}"
+        try:
+            delta = absorb_delta(self.reply, chunk)
+        except StreamError as exc:
+            self.error = f"the server reported an error mid-stream: {str(exc)[:ERROR_TEXT_CHARS]}"
             return True
-        self._take(chunk)
-        return False
-
-    def _take(self, chunk: dict[str, Any]) -> None:
-        if isinstance(usage := chunk.get("usage"), dict) and usage:
-            self.usage = usage
-        choices = chunk.get("choices")
-        for choice in choices if isinstance(choices, list) else ():
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta") if self.is_chat else choice
-            text = delta.get("content" if self.is_chat else "text") if isinstance(delta, dict) else None
-            if text and isinstance(text, str):
-                if self.first_at is None:
-                    self.first_at = time.perf_counter()
-                self.pieces.append(text)
+        if delta is not None:
+            self.reader.feed(delta)
+            if delta.text or delta.reasoning:
                 self.chunks += 1
                 self.state.live_chunks += 1
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        return False
 
     def result(self, request_id: str, started: float) -> RequestResult:
         now = time.perf_counter()
-        if self.error is None and not self.ended and self.finish_reason is None:
+        finish_reason = self.reply.finish
+        if self.error is None and not self.ended and finish_reason is None:
             self.error = "the stream ended before the server finished the reply"
-        usage = self.usage or {}
+        usage = self.reply.usage or {}
+        first_at = self.reply.first_at
         return RequestResult(
             id=request_id,
-            output="".join(self.pieces),
-            finish_reason=self.finish_reason,
+            output=self.reader.content,
+            finish_reason=finish_reason,
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=int(usage.get("completion_tokens", self.chunks)),
             latency_ms=(now - started) * 1000,
-            ttft_ms=(self.first_at - started) * 1000 if self.first_at is not None else None,
+            ttft_ms=(first_at - started) * 1000 if first_at is not None else None,
             error=self.error,
         )

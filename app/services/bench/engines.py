@@ -29,7 +29,8 @@ from app.backends.protocol import BackendError, GenerationError
 from app.core.bench.stats import RequestSample
 from app.core.errors import AppError, ErrorKind
 from app.core.params import LoadParams, SamplingParams
-from app.core.vllm.metrics import MetricsParseError, VllmMetrics, parse_metrics
+from app.core.vllm.metrics import VllmMetrics
+from app.services.vllm.metrics import MetricsUnavailableError, read_metrics
 
 
 class BenchRunError(AppError):
@@ -290,9 +291,8 @@ class VllmDriver:
 
     async def metrics(self) -> VllmMetrics | None:
         try:
-            response = await self.client.get("/metrics", timeout=5.0)
-            return parse_metrics(response.text) if response.status_code == 200 else None
-        except (httpx.HTTPError, MetricsParseError):
+            return await read_metrics(self.endpoint, client=self.client, timeout_s=5.0)
+        except MetricsUnavailableError:
             return None
 
     def take_peak_kv(self) -> float | None:

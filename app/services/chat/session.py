@@ -44,11 +44,13 @@ from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
 from app.services.engines.replies import ReplyStream
 
-if TYPE_CHECKING:  # the reply reader (parser, thinking split) and the tool loop (MCP) load with the first reply
-    from app.services.chat import reply_reader, tool_loop
+if TYPE_CHECKING:  # the reply reader (parser, thinking) and the tool loop (MCP) load with the first reply
+    from app.services.chat import message_reply, tool_loop
+    from app.services.engines import reply_formats
     from app.services.mcp.manager import McpManager
 else:
-    reply_reader = lazy_import("app.services.chat.reply_reader")
+    message_reply = lazy_import("app.services.chat.message_reply")
+    reply_formats = lazy_import("app.services.engines.reply_formats")
     tool_loop = lazy_import("app.services.chat.tool_loop")
 
 
@@ -108,7 +110,7 @@ class ChatSession:
         self.conversation: Conversation | None = None
         self.generating = False
         self._stream: ReplyStream | None = None
-        self._reader: reply_reader.ReplyReader | None = None
+        self._reader: message_reply.MessageReply | None = None
         # thinking on/off and effort (the chat workspace gives the loaded model's saved choice); sent where offered
         self.thinking: Callable[[], ThinkingChoice] = ThinkingChoice
         self.mcp = mcp  # the MCP servers whose tools chats may use (None: no tools)
@@ -417,18 +419,17 @@ class ChatSession:
         self, reply: Message, prompt: list[dict[str, Any]], sampling: SamplingParams, continuing: bool = False,
         offered: Sequence[tool_loop.OfferedTool] = (), round_: int = 0,
     ) -> None:  # fmt: skip
-        reader = self._reader = reply_reader.ReplyReader(
-            reply, self.observer, continuing=continuing
-        )  # continued: keeps its text
+        reader = self._reader = message_reply.MessageReply(reply, self.observer, continuing=continuing)
+        facts = self.host.facts(self.engine)
         saving: asyncio.Task[None] | None = None
         last_save = time.monotonic()
         try:
-            options = await reply_reader.thinking_options(self.host, self.engine, self.thinking())
+            options = await reply_formats.thinking_options(self.host, self.engine, self.thinking())
             if offered:
-                tools = [tool.as_function(strict=self.engine is EngineKind.VLLM) for tool in offered]
+                tools = [tool.as_function(strict=facts.strict_tools) for tool in offered]
                 options = replace(options or GenerationOptions(), tools=tools, tool_choice=self.tool_choice(round_))
             await reader.start(self.host, self.engine, options)
-            if self.engine is not EngineKind.LLAMACPP:  # the llama.cpp worker reads the images itself
+            if not facts.reads_image_files:  # else the engine reads the attached files itself
                 prompt = await inline_images(prompt)
             stream = self._stream = self.host.stream_chat(self.engine, prompt, sampling, options)
             if self._stopped:  # Stop came while the prompt was being prepared (or waited for its turn)

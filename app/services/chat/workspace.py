@@ -203,7 +203,7 @@ class ChatWorkspace:
         self.host.engine_for(entry)  # the engine must be there before the chat leaves the one it is on
         notes = await self._switch_engine(target, params) if target is not self.engine else []
         info = await self.host.load(entry, params)
-        self.workstation.settings.remember_model(entry)
+        self.workstation.remember_model(entry)
         return LoadOutcome(info, notes)
 
     async def _switch_engine(self, target: EngineKind, params: LoadParams) -> list[str]:
@@ -227,7 +227,7 @@ class ChatWorkspace:
         """What a Modelfile sets for the chat's engine, through that engine's own mapping (vLLM has its own), over
         the settings of ``entry`` (default: the model loaded now). ``remember_preset`` keeps it for the model."""
         engine = engine_of(entry) if entry else self.engine
-        if engine is EngineKind.VLLM:
+        if not self.host.facts(engine).loads_models:  # the server loaded the model: request fields and its flags
             vllm = to_vllm(modelfile)
             system = vllm.system if vllm.system is not None else _system_lines(vllm.messages)
             return PresetOutcome(vllm.sampling_over(sampling), system, vllm.messages, None, vllm.notes(name), False)

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.core.errors import InvalidInputError
 from app.services.downloads.fetch import FetchPolicy, discard_partial
+from app.services.downloads.job_runner import JobControl, JobView, SpeedMeter, run_job
 from app.services.downloads.jobs import (
     ACTIVE_STATES,
     DONE,
@@ -25,7 +26,6 @@ from app.services.downloads.jobs import (
     JobStore,
     placement,
 )
-from app.services.downloads.manager import JobControl, JobView, SpeedMeter, run_job
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,12 @@ class _Run:
     meter: SpeedMeter = field(default_factory=SpeedMeter)
 
 
-class DownloadManager:
+class DownloadQueue:
     """Runs queued jobs (``max_active`` at a time) on worker threads and keeps the queue in ``store_path``.
 
-    Thread-safe; ``views`` returns at once. ``completed`` callbacks run on a worker thread. ``_lock`` guards the
+    Thread-safe; ``views`` returns at once. The callbacks run on whichever thread made the change (a worker's for
+    ``completed`` and ``failed``): ``changed`` after every change of the list or a job's state, ``completed`` with a
+    job that has just finished, ``failed`` with one that has just failed. ``_lock`` guards the
     jobs and is held only to change or copy them: the queue file is written, and partial files deleted, after it
     is released, so a view never waits for the disk.
     """
@@ -59,7 +61,9 @@ class DownloadManager:
         self.token, self.endpoint, self.session = token, endpoint, session
         self.policy = policy or FetchPolicy()
         self.max_active = max_active
+        self.changed: list[Callable[[], None]] = []
         self.completed: list[Callable[[DownloadJob], None]] = []
+        self.failed: list[Callable[[DownloadJob], None]] = []
         self._store = JobStore(store_path)
         self._lock = threading.RLock()
         self._save_lock = threading.Lock()  # one write at a time, newest state last
@@ -183,6 +187,7 @@ class DownloadManager:
                 )
             else:
                 self.save_problem = None
+        _tell(self.changed)
 
     def _stop(self, job_id: str, state: JobState) -> None:
         with self._lock:
@@ -218,13 +223,14 @@ class DownloadManager:
             log.exception("download %s failed unexpectedly", job.id)
             job.state, job.error = FAILED, f"Unexpected error: {exc}. Retry; the app's log has the details."
         with self._lock:
-            run = self._runs.pop(job.id)
+            run = self._runs[job.id]
             partials = _partial_paths(job) if run.cancelled else []
         _delete_partials(partials)
+        with self._lock:  # a cancelled job's run ends once its partial files are gone
+            del self._runs[job.id]
         self._save()
-        if job.state == DONE and not run.cancelled:
-            for callback in list(self.completed):
-                callback(job)
+        if not run.cancelled and job.state in (DONE, FAILED):
+            _tell(self.completed if job.state == DONE else self.failed, job)
         self._schedule()
 
     def _view(self, job: DownloadJob, now: float) -> JobView:
@@ -242,6 +248,14 @@ class DownloadManager:
         return JobView(
             job.id, job.title, job.repo_id, state, job.error, note, done, job.total_bytes, speed, eta, job.local_path
         )
+
+
+def _tell(callbacks: list[Callable[..., None]], *args: object) -> None:
+    for callback in list(callbacks):
+        try:
+            callback(*args)
+        except Exception:  # a listener's bug must not stop the queue
+            log.exception("a download queue listener failed")
 
 
 def _same_job(a: DownloadJob, b: DownloadJob) -> bool:

@@ -4,9 +4,11 @@ live figures. The window, the CLI and the API server are its clients; none of th
 Bound to one asyncio loop (qasync in the window, ``asyncio.run`` in the CLI); other threads reach it with
 ``asyncio.run_coroutine_threadsafe(..., host.loop)``. Listeners are called on that loop.
 
-The busy rule: an engine that runs one reply at a time (llama.cpp, and Ollama through its client) takes replies
-in arrival order — each waits its turn and can see its place; loading another model there waits for the replies
-ahead of it and says so. vLLM takes concurrent replies as its server does.
+The busy rule — one line per engine: an engine that runs one reply at a time (llama.cpp, and Ollama through its
+client) takes everything in arrival order — the window's replies and loads, the API's requests (``use``), counts
+and vectors — each waits its turn and can see its place; loading another model there waits for the replies ahead
+of it and says so. vLLM takes concurrent replies as its server does; a request for another model there waits for
+those on the loaded one (``ModelGate``).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from app.backends.factory import create_backend
+from app.backends.facts import EngineFacts, facts_for
 from app.backends.protocol import (
     Backend,
     BackendState,
@@ -42,7 +46,7 @@ from app.services.engines.events import (
     VllmEndpoint,
     VllmEndpointChanged,
 )
-from app.services.engines.gate import Turnstile
+from app.services.engines.gate import ModelGate, Turnstile
 from app.services.engines.replies import ReplyStream
 from app.services.engines.vllm_server import ManagedVllm
 
@@ -59,6 +63,39 @@ class LoadedModel:
     info: ModelInfo
     params: LoadParams
 
+    def serves(self, entry: str, params: LoadParams) -> bool:
+        """Whether a request for ``entry`` runs on this load as it is: the same model, loaded for the same use
+        (chat or embeddings); its other settings are whoever loaded it's."""
+        return self.entry == entry and self.params.embedding == params.embedding
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A turn held on one engine with ``entry`` loaded (``EngineHost.use``): replies, counts and vectors asked
+    through it run in this turn, so nothing else on that engine comes between. ``loaded_here``: the turn loaded
+    the model, in ``load_ms``."""
+
+    host: EngineHost
+    kind: EngineKind
+    entry: str
+    info: ModelInfo
+    loaded_here: bool = False
+    load_ms: float | None = None
+
+    def stream_chat(
+        self, messages: list[dict[str, Any]], sampling: SamplingParams, options: GenerationOptions | None = None
+    ) -> ReplyStream:
+        return self.host._reply(self.kind, messages, sampling, options, None, in_turn=True)
+
+    def complete(self, prompt: str, sampling: SamplingParams, options: GenerationOptions | None = None) -> ReplyStream:
+        return self.host._reply(self.kind, [], sampling, options, prompt, in_turn=True)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return await self.host._embedder(self.kind).embed(texts)
+
+    async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+        return await self.host._counter(self.kind).count_tokens(messages, tools)
+
 
 class EngineHost:
     """Owns the engines. ``llamacpp`` always exists (its worker starts on the first load); Ollama's client is
@@ -68,6 +105,8 @@ class EngineHost:
         self._engines: dict[EngineKind, Backend] = {}
         self._loaded: dict[EngineKind, LoadedModel] = {}
         self._turnstiles: dict[EngineKind, Turnstile] = {}
+        self._gates: dict[EngineKind, ModelGate] = {}  # concurrent engines: who uses which model
+        self._load_locks: dict[EngineKind, asyncio.Lock] = {}
         self._listeners: list[Listener] = []
         self._replies: set[ReplyStream] = set()
         self._ollama_host = ollama_host
@@ -113,6 +152,11 @@ class EngineHost:
             raise UnavailableError(NO_VLLM)
         return self._adopt(kind, create_backend("vllm", base_url=endpoint.base_url, api_key=endpoint.api_key))
 
+    def facts(self, kind: EngineKind) -> EngineFacts:
+        """What that engine does itself (whether or not it exists now)."""
+        engine = self._engines.get(kind)
+        return engine.facts if engine is not None else facts_for(str(kind))
+
     def concurrent(self, kind: EngineKind) -> bool:
         """Whether that engine generates several replies at once (then chats may generate side by side)."""
         engine = self._engines.get(kind)
@@ -125,8 +169,14 @@ class EngineHost:
         return any(reply.backend is self._engines.get(kind) for reply in self._replies)
 
     def waiting(self, kind: EngineKind) -> int:
+        """Callers waiting in that engine's line (the one whose turn it is not counted)."""
         turnstile = self._turnstiles.get(kind)
         return turnstile.waiting if turnstile else 0
+
+    def in_use(self, kind: EngineKind) -> bool:
+        """Whether anyone holds or waits for a turn on that engine (a reply, a load, a request)."""
+        turnstile, gate = self._turnstiles.get(kind), self._gates.get(kind)
+        return bool((turnstile and turnstile.busy) or (gate and (gate.holders or gate.waiting)))
 
     def set_ollama_host(self, host: str | None) -> None:
         """Settings changed: a new Ollama address means a new client (the old one closes when idle)."""
@@ -140,31 +190,75 @@ class EngineHost:
 
     # --- load / unload --------------------------------------------------------------------------------------
     async def load(self, entry: str, params: LoadParams) -> ModelInfo:
-        """Load ``entry`` in its engine; on a single-sequence engine this waits for the replies ahead of it."""
-        self._bind()
+        """Load ``entry`` in its engine, in its line: it waits for the replies and requests ahead of it (and says
+        so); on a concurrent engine, for the requests using another model."""
         kind = engine_of(entry)
-        engine = self.engine_for(entry)
+        async with self._line(kind, entry, params, announce=True):
+            return await self._load_now(kind, entry, params)
+
+    @contextlib.asynccontextmanager
+    async def use(
+        self, entry: str, params: LoadParams, *, on_loading: Callable[[], None] | None = None
+    ) -> AsyncIterator[Turn]:
+        """Hold a turn on ``entry``'s engine with ``entry`` loaded, for one request's work. It waits its place in
+        the engine's one line (the window's replies and loads are in it too); when its turn comes and another
+        model is loaded, ``entry`` is loaded with ``params`` (``on_loading`` is called first). The turn is held
+        until the block ends, so what runs through it runs on the model it asked for: nothing can load another
+        in between. On a concurrent engine requests for the loaded model go side by side."""
+        kind = engine_of(entry)
+        async with self._line(kind, entry, params):
+            async with self._load_locks.setdefault(kind, asyncio.Lock()):  # side by side: one of them loads
+                loaded = self._loaded.get(kind)
+                if loaded is not None and loaded.serves(entry, params):
+                    turn = Turn(self, kind, entry, loaded.info)
+                else:
+                    if on_loading is not None:
+                        on_loading()
+                    began = time.perf_counter()
+                    info = await self._load_now(kind, entry, params)
+                    turn = Turn(self, kind, entry, info, True, (time.perf_counter() - began) * 1000)
+            yield turn
+
+    async def unload(self, kind: EngineKind) -> None:
+        """Unload that engine's model, in its line (after the replies and requests ahead of it)."""
+        engine = self._engines.get(kind)
+        loaded = self._loaded.get(kind)
+        if engine is None:
+            self._loaded.pop(kind, None)
+            return
+        await self._in_turn(kind, engine.unload())
+        if self._loaded.get(kind) is loaded:
+            self._loaded.pop(kind, None)
+            if loaded is not None:
+                self.emit(ModelUnloaded(kind, loaded.entry))
+
+    @contextlib.asynccontextmanager
+    async def _line(
+        self, kind: EngineKind, entry: str, params: LoadParams, *, announce: bool = False
+    ) -> AsyncIterator[None]:
+        """A turn in that engine's line: the turnstile of a single-sequence engine, the model gate of a concurrent
+        one. ``announce``: a load that has to wait says so (``LoadWaiting``)."""
+        self._bind()
+        self.engine_for(entry)
         turnstile = self._turnstiles.get(kind)
-        ticket = turnstile.ticket() if turnstile is not None else None
+        if turnstile is None:
+            async with self._gates.setdefault(kind, ModelGate()).use((entry, params.embedding)):
+                yield
+            return
+        ticket = turnstile.ticket()
         try:
-            if turnstile is not None and ticket is not None and not ticket.done():
+            if announce and not ticket.done():
                 self.emit(LoadWaiting(kind, entry, turnstile.place(ticket) or 0))
-                await ticket
-            info = await engine.load(engine_model(entry), params)
+            await ticket
+            yield
         finally:
-            if turnstile is not None and ticket is not None:
-                turnstile.leave(ticket)
+            turnstile.leave(ticket)
+
+    async def _load_now(self, kind: EngineKind, entry: str, params: LoadParams) -> ModelInfo:
+        info = await self.engine_for(entry).load(engine_model(entry), params)
         self._loaded[kind] = LoadedModel(entry, info, params)
         self.emit(ModelLoaded(kind, entry, info, params))
         return info
-
-    async def unload(self, kind: EngineKind) -> None:
-        engine = self._engines.get(kind)
-        loaded = self._loaded.pop(kind, None)
-        if engine is not None:
-            await engine.unload()
-        if loaded is not None:
-            self.emit(ModelUnloaded(kind, loaded.entry))
 
     # --- replies --------------------------------------------------------------------------------------------
     def stream_chat(
@@ -185,19 +279,25 @@ class EngineHost:
 
     async def embed(self, kind: EngineKind, texts: list[str]) -> list[list[float]]:
         """Vectors for ``texts`` from that engine's model (loaded for embeddings); waits its turn like a reply."""
-        engine = self._running(kind)
-        if not isinstance(engine, Embeddings):
-            raise InvalidInputError(f"The {kind} engine cannot embed text here.")
-        return await self._in_turn(kind, engine.embed(texts))
+        return await self._in_turn(kind, self._embedder(kind).embed(texts))
 
     async def count_tokens(
         self, kind: EngineKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
     ) -> int:
         """The prompt tokens of a chat as that engine's model renders it; waits its turn like a reply."""
+        return await self._in_turn(kind, self._counter(kind).count_tokens(messages, tools))
+
+    def _embedder(self, kind: EngineKind) -> Embeddings:
+        engine = self._running(kind)
+        if not isinstance(engine, Embeddings):
+            raise InvalidInputError(f"The {kind} engine cannot embed text here.")
+        return engine
+
+    def _counter(self, kind: EngineKind) -> TokenCounting:
         engine = self._running(kind)
         if not isinstance(engine, TokenCounting):
             raise InvalidInputError(f"The {kind} engine cannot count tokens here.")
-        return await self._in_turn(kind, engine.count_tokens(messages, tools))
+        return engine
 
     def _reply(
         self,
@@ -206,9 +306,13 @@ class EngineHost:
         sampling: SamplingParams,
         options: GenerationOptions | None,
         prompt: str | None,
+        *,
+        in_turn: bool = False,
     ) -> ReplyStream:
+        """A reply that waits its turn, or (``in_turn``) runs in the turn its caller holds."""
         engine = self._running(kind)
-        turnstile, finished = self._turnstiles.get(kind), self._reply_finished(kind)
+        turnstile = None if in_turn else self._turnstiles.get(kind)
+        finished = self._reply_finished(kind)
         reply = ReplyStream(engine, messages, sampling, turnstile, finished, options=options, prompt=prompt)
         self._replies.add(reply)
         return reply
@@ -304,6 +408,7 @@ class EngineHost:
     def _forget(self, kind: EngineKind) -> None:
         self._engines.pop(kind, None)
         self._turnstiles.pop(kind, None)
+        self._gates.pop(kind, None)
         self._loaded.pop(kind, None)
 
     def _state_changed(self, kind: EngineKind, engine: Backend, state: BackendState) -> None:

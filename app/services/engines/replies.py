@@ -1,12 +1,13 @@
-"""One reply asked of the engine host: it waits for its turn on a single-sequence engine, then streams."""
+"""One reply asked of the engine host: it waits for its turn on a single-sequence engine (or runs in a turn its
+caller holds, ``EngineHost.use``), then streams the engine's ``ReplyHandle``."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.backends.protocol import Backend, Delta, TextCompletion, is_reply_handle
+from app.backends.protocol import Backend, Delta, ReplyHandle, TextCompletion
 from app.core.chat.conversation import ReplyStats
 from app.core.errors import InvalidInputError
 from app.core.params import GenerationOptions, SamplingParams
@@ -19,7 +20,8 @@ class ReplyStream:
     """``async for delta in reply``; ``place`` is its place in line (0 while it generates, None when it runs
     on an engine that takes replies concurrently or has ended); ``stop()`` ends it at the next token or takes it
     out of the line; ``stats`` are its figures once it has ended. With ``prompt`` it is a raw text completion
-    (``messages`` unused); ``options`` go to the engine with the request."""
+    (``messages`` unused); ``options`` go to the engine with the request. Without a ``turnstile`` it starts at
+    once (a concurrent engine, or a turn its caller holds)."""
 
     def __init__(
         self,
@@ -40,7 +42,7 @@ class ReplyStream:
         self._turnstile = turnstile
         self._ticket: asyncio.Future[None] | None = turnstile.ticket() if turnstile is not None else None
         self._finished = finished
-        self._inner: AsyncIterator[Delta] | None = None
+        self._inner: ReplyHandle | None = None
         self._stopped = False
         self._closed = False
         self.stats: ReplyStats | None = None
@@ -59,10 +61,8 @@ class ReplyStream:
         self._stopped = True
         if self._ticket is not None and not self._ticket.done():
             self._ticket.cancel()  # out of the line: the next __anext__ ends the reply
-        elif is_reply_handle(self._inner):
-            self._inner.stop()
         elif self._inner is not None:
-            self.backend.stop()
+            self._inner.stop()
 
     def __aiter__(self) -> ReplyStream:
         return self
@@ -94,9 +94,7 @@ class ReplyStream:
             raise StopAsyncIteration
         self._inner = self._open()
 
-    def _open(self) -> AsyncIterator[Delta]:
-        if self._prompt is None and self._options is None:
-            return self.backend.stream_chat(self._messages, self._sampling)
+    def _open(self) -> ReplyHandle:
         if self._prompt is None:
             return self.backend.stream_chat(self._messages, self._sampling, self._options)
         if not isinstance(self.backend, TextCompletion):
@@ -110,10 +108,9 @@ class ReplyStream:
         self._closed = True
         inner, self._inner = self._inner, None
         try:
-            if is_reply_handle(inner) or isinstance(inner, AsyncGenerator):
+            if inner is not None:
                 await inner.aclose()
-            if inner is not None and self.stats is None:
-                self.stats = inner.stats if is_reply_handle(inner) else self.backend.stats()
+                self.stats = self.stats or inner.stats
         finally:
             if self._turnstile is not None and self._ticket is not None:
                 self._turnstile.leave(self._ticket)

@@ -1,7 +1,11 @@
 """How to read a loaded model's replies, and which thinking switches it offers: the reply parser's configuration
 from its chat template (thinking tags, whether the prompt opens the thinking block with the switches asked for)
 and the tool-call format the llama.cpp worker prompts and constrains it to use. The GGUF's header is read once
-per file (off the loop); ``ModelInfo.metadata`` keeps only a prefix of a long template."""
+per file (off the loop); ``ModelInfo.metadata`` keeps only a prefix of a long template. Which engine does what
+is its ``EngineFacts`` (``parses_replies``, ``thinking_switches``), never its name.
+
+Also what a chat's thinking choice becomes for the loaded model: only the switches its template (or engine)
+offers are sent, so a model without them is asked nothing it would refuse."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import functools
 from dataclasses import replace
 from pathlib import Path
 
+from app.backends.facts import ThinkingSwitches, facts_for
 from app.backends.llamacpp.tool_calls import tool_call_format
 from app.core.chat.reply_parser import ReplyParser
 from app.core.chat.thinking import (
@@ -24,16 +29,17 @@ from app.core.chat.tool_formats import ReplyConfig, ReplyFormat, reply_format_fo
 from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.params import GenerationOptions
 from app.services.engines.entries import EngineKind
-from app.services.engines.host import LoadedModel
+from app.services.engines.host import EngineHost, LoadedModel
 
 TOOL_FORMATS = {fmt.value: fmt for fmt in ReplyFormat}
 OLLAMA_THINKING = ThinkingControls(toggle="think")  # Ollama's ``think`` field, for models with that capability
 
 
 async def reply_parser(engine: EngineKind, loaded: LoadedModel | None, options: GenerationOptions) -> ReplyParser:
-    """The parser for one chat reply of ``loaded`` on ``engine``. vLLM and Ollama return calls already parsed
-    (and thinking apart, when their reasoning parser is on): their text is read for thinking tags only."""
-    if engine is not EngineKind.LLAMACPP or loaded is None:
+    """The parser for one chat reply of ``loaded`` on ``engine``. An engine that parses its replies (vLLM, Ollama)
+    returns calls already parsed (and thinking apart, when its reasoning parser is on): its text is read for
+    thinking tags only."""
+    if facts_for(engine).parses_replies or loaded is None:
         return ReplyParser(ReplyConfig(ReplyFormat.NONE))
     template, architecture = await _gguf_template(loaded)
     config = reply_format_for(template, architecture)
@@ -49,17 +55,28 @@ async def reply_parser(engine: EngineKind, loaded: LoadedModel | None, options: 
 
 
 async def thinking_controls_for(engine: EngineKind, loaded: LoadedModel | None) -> ThinkingControls:
-    """The thinking switches the loaded model offers: from its GGUF template on llama.cpp, from its capabilities
-    on Ollama; none known on vLLM (its templates are on the server)."""
-    if loaded is None:
+    """The thinking switches the loaded model offers: from its GGUF template (llama.cpp), from its capabilities
+    (Ollama); none known where the template is the server's (vLLM)."""
+    switches = facts_for(engine).thinking_switches
+    if loaded is None or switches is ThinkingSwitches.UNKNOWN:
         return NO_CONTROLS
-    if engine is EngineKind.OLLAMA:
+    if switches is ThinkingSwitches.CAPABILITIES:
         capabilities = loaded.info.metadata.get("capabilities", "")
         return OLLAMA_THINKING if "thinking" in capabilities.split(", ") else NO_CONTROLS
-    if engine is not EngineKind.LLAMACPP:
-        return NO_CONTROLS
     template, _architecture = await _gguf_template(loaded)
     return thinking_controls(template)
+
+
+async def thinking_options(host: EngineHost, engine: EngineKind, choice: ThinkingChoice) -> GenerationOptions | None:
+    """The request options for ``choice`` on the model loaded on ``engine``; None when nothing is to be asked."""
+    if not choice.chosen:
+        return None
+    controls = await thinking_controls_for(engine, host.loaded(engine))
+    enabled = choice.enabled if controls.toggle else None
+    effort = choice.effort if controls.effort else None
+    if enabled is None and effort is None:
+        return None
+    return GenerationOptions(enable_thinking=enabled, reasoning_effort=effort)
 
 
 async def _gguf_template(loaded: LoadedModel) -> tuple[str | None, str | None]:

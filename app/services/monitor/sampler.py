@@ -2,7 +2,7 @@
 
 ``sample()`` takes one immutable :class:`MonitorSnapshot` (blocking: NVML, ``/proc``, an HTTP GET of vLLM's
 ``/metrics``); ``start()`` runs it on its own thread at a set interval (default 2 Hz) and hands each snapshot
-to a callback, which must not block (the Qt panel posts it to its thread). History is bounded.
+to a callback, which must not block (the monitor service posts it to its loop). History is bounded.
 """
 
 from __future__ import annotations
@@ -18,31 +18,14 @@ import psutil
 from app.core.monitor.alerts import Alert, AlertThresholds, AlertTracker
 from app.core.monitor.snapshot import EngineReading, KvReading, MonitorSnapshot, RamReading
 from app.core.monitor.timeseries import MonitorHistory
-from app.core.vllm.metrics import MetricsParseError, VllmMetrics, parse_metrics, rates
+from app.core.vllm.metrics import MetricsParseError, VllmMetrics, figures_from_page, rates
 from app.services.monitor.engine_processes import EngineTarget, ProcessTrees, attribute_gpu_processes, rss_bytes
 from app.services.monitor.nvml import NvmlReader
+from app.services.vllm.metrics import BlockingMetricsReader
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 0.5
-METRICS_TIMEOUT_S = 1.0
-
-# The /metrics lines the monitor reads; the rest (histogram buckets) is skipped before parsing, which makes a
-# reading of a real vLLM page ~15x cheaper (measured: 8.9 ms → 0.6 ms) with the same figures.
-_METRIC_PREFIXES = (
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:num_preemptions",
-    "vllm:prefix_cache_",
-    "vllm:gpu_prefix_cache_",
-    "vllm:prompt_tokens",
-    "vllm:generation_tokens",
-    "vllm:cache_config_info",
-    "vllm:time_to_first_token_seconds_count",
-    "vllm:time_to_first_token_seconds_sum",
-)
 
 SnapshotListener = Callable[[MonitorSnapshot, tuple[Alert, ...]], None]
 MetricsFetch = Callable[[str], str]
@@ -70,8 +53,8 @@ class MonitorSampler:
         self.alerts: tuple[Alert, ...] = ()
         self._targets = targets
         self._clock = clock
-        self._fetch = metrics_fetch or self._http_fetch
-        self._http: Any = None
+        self._reader = BlockingMetricsReader()
+        self._fetch = metrics_fetch or self._reader.page
         self._trees = ProcessTrees()
         self._metrics_before: dict[str, tuple[float, VllmMetrics]] = {}
         self._generated_before: dict[str, tuple[float, int]] = {}
@@ -159,16 +142,11 @@ class MonitorSampler:
 
     def _vllm_kv(self, url: str, now: float) -> tuple[KvReading | None, str | None]:
         try:
-            page = self._fetch(url)
-        except Exception as exc:
-            return None, f"vLLM's /metrics at {url} could not be read ({exc}). Is the server running?"
-        wanted = "\n".join(line for line in page.splitlines() if line.startswith(_METRIC_PREFIXES))
-        if not wanted:
-            return None, f"{url}/metrics has no vLLM figures; is this a vLLM server?"
-        try:
-            metrics = parse_metrics(wanted)
+            metrics = figures_from_page(self._fetch(url), url)
         except MetricsParseError as exc:
             return None, str(exc)
+        except Exception as exc:  # MetricsUnavailableError (in words), or an injected fetch's failure
+            return None, f"vLLM's /metrics at {url} could not be read: {exc}"
         before = self._metrics_before.get(url)
         self._metrics_before = {url: (now, metrics)} | {k: v for k, v in self._metrics_before.items() if k != url}
         tokens_per_s, hit_rate = None, metrics.prefix_cache_hit_rate  # since the server started, until…
@@ -191,15 +169,6 @@ class MonitorSampler:
             ),
             None,
         )
-
-    def _http_fetch(self, base_url: str) -> str:
-        import httpx  # lazy: only when a vLLM server is watched
-
-        if self._http is None:
-            self._http = httpx.Client(timeout=METRICS_TIMEOUT_S, trust_env=False)
-        response = self._http.get(base_url.rstrip("/") + "/metrics")
-        response.raise_for_status()
-        return str(response.text)
 
     # -- background thread ----------------------------------------------------------
 
@@ -241,9 +210,7 @@ class MonitorSampler:
         """Stop, shut NVML down and close the HTTP client."""
         self.stop()
         self.nvml.close()
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        self._reader.close()
 
 
 def _ram() -> RamReading:

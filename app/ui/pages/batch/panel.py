@@ -38,12 +38,16 @@ from PySide6.QtWidgets import (
 
 from app.core.batch.input import BatchInput, BatchInputError, BatchRequest, load_batch_input
 from app.core.units import MISSING, format_duration, format_tokens_per_s
+from app.services.api.events import ApiEvent, ApiSnapshot, ApiStateChanged
+from app.services.batch.job import BATCH, BatchJob, start_batch
 from app.services.batch.runner import BatchError, BatchProgress, BatchRunner, BatchSummary
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded, VllmEndpoint
+from app.services.jobs.events import Job, JobEvent, JobFinished, JobProgress, JobStarted
 from app.services.library.names import model_display_name
 from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
+from app.ui.page import Page
 from app.ui.pages.batch.empty_state import BatchEmptyState, write_example
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_S, set_role
@@ -90,19 +94,21 @@ def _sentence(message: str) -> str:
     return message[:1].upper() + message[1:]
 
 
-class BatchPanel(QWidget):
+class BatchPanel(Page):
+    """A view of the workstation's batch job (``workstation.jobs``, kind ``batch``): a run goes on while the page
+    is hidden, and the page shows the latest run, running or finished, whenever it is shown."""
+
     open_page_requested = Signal(str)  # a page path: "server" when the API server must be started first
 
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
         self.summary: BatchSummary | None = None
         self.loaded: BatchInput | None = None
         self._announced: tuple[str, str, str] | None = None  # (base URL, key, model) from the vLLM page
         self._app_server: tuple[str, str | None] | None = None  # (base URL, key) of this app's API server
         self._last_progress: BatchProgress | None = None
-        self._runner: BatchRunner | None = None
-        self._task: asyncio.Task[Any] | None = None
+        self._job_id: str | None = None  # the batch job shown (running or finished)
+        self._task: asyncio.Task[Any] | None = None  # reading the input, starting the job and waiting for it
         self._dialog: QFileDialog | None = None
         self._build()
 
@@ -166,10 +172,11 @@ class BatchPanel(QWidget):
             edit.textChanged.connect(self._sync_run)
         self.url_radio.toggled.connect(self._sync_run)
         self.app_radio.toggled.connect(self._sync_run)
-        self.set_app_server(None, None)
+        self._app_server_follows(self.workstation.api.snapshot())
         self._running(False)
-        self._unfollow = follow_vllm_endpoint(self.context.host, self._vllm_changed)
-        self._unsubscribe = self.context.host.subscribe(self._engine_event)
+        self.follow(follow_vllm_endpoint(self.workstation.host, self._vllm_changed))
+        self.follow(self.workstation.host.subscribe(self._engine_event))
+        self.follow(self.workstation.jobs.subscribe(self._job_event))
 
     def _lay_out(self) -> None:
         setup = QWidget()
@@ -282,6 +289,15 @@ class BatchPanel(QWidget):
         self.open_server.setVisible(not base_url)
         self._sync_run()
 
+    def _app_server_follows(self, snapshot: ApiSnapshot) -> None:
+        """``workstation.api`` now, then its every change: the app target follows the server, page or not."""
+        self.set_app_server(snapshot.url, snapshot.api_key)
+        self.follow(self.workstation.api.subscribe(self._api_event))
+
+    def _api_event(self, event: ApiEvent) -> None:
+        if isinstance(event, ApiStateChanged):
+            self.set_app_server(event.snapshot.url, event.snapshot.api_key)
+
     def _engine_event(self, event: EngineEvent) -> None:
         """Another model loaded or unloaded: the app target names the one the API server now serves."""
         if isinstance(event, ModelLoaded | ModelUnloaded) and self._app_server is not None:
@@ -289,7 +305,7 @@ class BatchPanel(QWidget):
 
     def _app_model(self) -> str | None:
         """The llama.cpp model the app has loaded, by the id the API server gives it (None: none loaded)."""
-        loaded = self.context.host.loaded(EngineKind.LLAMACPP)
+        loaded = self.workstation.host.loaded(EngineKind.LLAMACPP)
         return model_display_name(loaded.info.name, loaded.info.path) if loaded is not None else None
 
     def _vllm_changed(self, endpoint: VllmEndpoint | None) -> None:
@@ -375,7 +391,7 @@ class BatchPanel(QWidget):
         return spawn(self._open_example(), "batch: open the example")
 
     async def _open_example(self) -> None:
-        folder = self.context.paths.data_dir / "batch"
+        folder = self.workstation.paths.data_dir / "batch"
         try:
             path = await asyncio.get_running_loop().run_in_executor(None, write_example, folder)
         except OSError as exc:
@@ -430,6 +446,10 @@ class BatchPanel(QWidget):
         """Run the input through the server; None (and the reason shown) when something is missing."""
         if self._task is not None and not self._task.done():
             return self._task
+        running = self.workstation.jobs.running(BATCH)
+        if running is not None:  # started before this page was built: wait for that one
+            self._task = spawn(self.workstation.jobs.wait(running.id), "batch: wait")
+            return self._task
         missing = self.missing()
         if missing:
             show_status(self.status, f"Choose {' and '.join(missing)} first.", error=True)
@@ -439,11 +459,13 @@ class BatchPanel(QWidget):
 
     def cancel_batch(self) -> None:
         """Stop launching and cancel what is in flight; finished results stay in the output file."""
-        if self._runner is not None:
-            self._runner.cancel()
+        job = self.workstation.jobs.job(self._job_id) if self._job_id else None
+        if job is not None and job.running and not job.cancel_requested:
+            self.workstation.jobs.cancel(job.id)
             show_status(self.status, "Cancelling…")
 
     async def _run(self) -> None:
+        """Read the input, start the batch job, wait until it ends (the job's events fill the page)."""
         self.summary = None
         self._last_progress = None
         self.table.setRowCount(0)
@@ -452,30 +474,71 @@ class BatchPanel(QWidget):
         try:
             loaded = await self.read_input()
             if loaded is None:
+                self._running(False)
                 return
             if not loaded.requests:
                 show_status(self.status, "No line of the input can run: fix the lines listed above.", error=True)
+                self._running(False)
                 return
-            base, key, model = self._endpoint()
-            self._runner = BatchRunner(
-                base,
-                api_key=key,
-                model=model,
-                concurrency=self.concurrency.value(),
-                order="shortest" if self.shortest_first.isChecked() else "input",
-                priority=self.priority.isChecked(),
-                progress_interval_s=PROGRESS_INTERVAL_S,
-            )
-            show_status(self.status, f"Running {len(loaded.requests)} requests against {self._runner.endpoint}…")
-            summary = await self._runner.run(loaded.requests, output, self._progressed)
+            job = start_batch(self.workstation.jobs, self._runner(), loaded.requests, output)
         except (BatchError, ValueError) as exc:
-            stopped = f"The batch stopped: {_sentence(str(exc))}."
-            show_status(self.status, f"{stopped} {written_note(self._last_progress, output)}", error=True)
-        else:
-            self._show_summary(summary, output)
-        finally:
-            self._runner = None
             self._running(False)
+            show_status(
+                self.status, f"The batch stopped: {_sentence(str(exc))}. {written_note(None, output)}", error=True
+            )
+            return
+        await self.workstation.jobs.wait(job.id)
+
+    def _runner(self) -> BatchRunner:
+        base, key, model = self._endpoint()
+        return BatchRunner(
+            base,
+            api_key=key,
+            model=model,
+            concurrency=self.concurrency.value(),
+            order="shortest" if self.shortest_first.isChecked() else "input",
+            priority=self.priority.isChecked(),
+            progress_interval_s=PROGRESS_INTERVAL_S,
+        )
+
+    # --- the job's news ------------------------------------------------------------------------------------
+    def _job_event(self, event: JobEvent) -> None:
+        job = event.job
+        if job.kind != BATCH:
+            return
+        if isinstance(event, JobStarted):
+            self._show_job(job)
+        elif job.id == self._job_id and isinstance(event, JobProgress) and job.progress is not None:
+            self._progressed(job.progress)  # type: ignore[arg-type]
+        elif job.id == self._job_id and isinstance(event, JobFinished):
+            self._finished(job)
+
+    def _show_job(self, job: Job) -> None:
+        """Follow this batch job: running (its progress so far) or finished (its outcome)."""
+        self._job_id = job.id
+        if not job.running:
+            self._finished(job)
+            return
+        self.summary = None
+        self._last_progress = None
+        self.table.setRowCount(0)
+        self._running(True)
+        show_status(self.status, f"{job.title}…")
+        if isinstance(job.progress, BatchProgress):
+            self._progressed(job.progress)
+
+    def _finished(self, job: Job) -> None:
+        spec = job.spec if isinstance(job.spec, BatchJob) else BatchJob("", "", 0)
+        if isinstance(job.progress, BatchProgress):
+            self._progressed(job.progress)
+        self._running(False)
+        if isinstance(job.result, BatchSummary):
+            self._show_summary(job.result, spec.output)
+        elif job.cancelled:
+            show_status(self.status, f"Cancelled. Finished results are in {spec.output}; Run again to go on.")
+        else:
+            stopped = f"The batch stopped: {_sentence(str(job.error))}."
+            show_status(self.status, f"{stopped} {written_note(self._last_progress, spec.output)}", error=True)
 
     def _progressed(self, progress: BatchProgress) -> None:
         self._last_progress = progress
@@ -514,22 +577,19 @@ class BatchPanel(QWidget):
         show_status(self.status, text, error=bool(summary.count and not summary.done))
 
     def start(self) -> None:
-        """Nothing to start: a batch runs when asked."""
+        """The latest batch job, should one have started before the page was built."""
+        self.shown_again()
 
-    def settings_changed(self) -> None:
-        """No settings of its own: the server comes from the engine host or the typed address."""
+    def shown_again(self) -> None:
+        latest = self.workstation.jobs.last(BATCH)
+        if latest is not None and latest.id != self._job_id:
+            self._show_job(latest)
 
     async def shutdown(self) -> None:
-        """Cancel a running batch and wait for it (finished results are already in the output file)."""
-        self._unfollow()
-        self._unsubscribe()
-        task = self._task
-        if task is not None and not task.done():
-            if self._runner is not None:
-                self._runner.cancel()
-            await asyncio.wait({task}, timeout=10)
-            if not task.done():
-                task.cancel()
+        """Stop following; a running batch is the workstation's (its close cancels it, results kept)."""
+        await super().shutdown()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()  # the wait (or the input read), never the job
 
     def copy_markdown(self) -> str | None:
         if self.summary is None:

@@ -1,18 +1,18 @@
 """The Bench page: the throughput table of one engine on this machine, charts, and saved runs to compare.
 
-The run is ``app.services.bench.run.run_bench`` as an asyncio task (its blocking parts run in executors), the
-same as ``llm-workstation bench run``. llama.cpp runs in a bench worker of its own (the chat's model stays
-loaded), or, with "llama.cpp parallel sequences" ticked, N sequences in one context of a child process; vLLM
-is the server the vLLM page announced (:meth:`BenchPanel.set_vllm_server`) or a typed address; Ollama is the
-settings' host unless one is typed.
+The run is ``app.services.bench.run.run_bench`` as a workstation job (``workstation.jobs``, kind ``bench``: it
+goes on while the page is hidden), the same as ``llm-workstation bench run``. llama.cpp runs in a bench worker
+of its own (the chat's model stays loaded), or, with "llama.cpp parallel sequences" ticked, N sequences in one
+context of a child process; vLLM is the server the vLLM page announced (:meth:`BenchPanel.set_vllm_server`) or a
+typed address; Ollama is the settings' host unless one is typed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from PySide6.QtGui import QGuiApplication, QPalette, QShowEvent
+from PySide6.QtGui import QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -33,10 +33,13 @@ from PySide6.QtWidgets import (
 
 from app.core.bench.stats import BenchRow, csv_text, markdown_table
 from app.core.bench.workload import BenchWorkload, parse_concurrencies
-from app.services.bench.store import BenchStore, BenchStoreError, rows_of
+from app.services.bench.job import BENCH, BenchOutcome, start_bench
+from app.services.bench.store import BenchStore, rows_of
 from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded, VllmEndpoint
+from app.services.jobs.events import Job, JobEvent, JobFinished, JobProgress, JobStarted
 from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
+from app.ui.page import Page
 from app.ui.pages.bench.defaults import default_concurrency, is_a_default, loaded_model
 from app.ui.pages.bench.empty_state import FIRST_RUN, BenchEmptyState, next_step
 from app.ui.pages.bench.results import BenchResults
@@ -69,17 +72,17 @@ _MODEL_HINTS = {
 _ENDPOINT_HINTS = {"llamacpp": "", "vllm": "http://127.0.0.1:8000", "ollama": "Ollama host (default: Settings)"}
 
 
-class BenchPanel(QWidget):
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
-        self.store = BenchStore(context.paths.data_dir / "bench")
+class BenchPanel(Page):
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
+        self.store = BenchStore(workstation.paths.data_dir / "bench")
         self.rows: list[BenchRow] = []
         self.result: dict[str, Any] | None = None
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Task[Any] | None = None  # waiting for the bench job shown
+        self._job_id: str | None = None
+        self._listed = False  # the saved runs are read when the page is first shown
         self._dialog: QFileDialog | None = None
         self._vllm: tuple[str, str, str] | None = None  # (base URL, served model, API key) from the vLLM page
-        self._listed = False  # the saved runs are read when the page is first shown
         self._active = False  # a bench is running (Run off, Cancel on)
         self._fields: dict[str, tuple[str, str, str]] = {}  # per engine: model, address, key as last typed
         self._filled: dict[str, str] = {}  # per engine: the model the page filled in itself
@@ -87,8 +90,9 @@ class BenchPanel(QWidget):
         self._model_bytes: dict[str, int | None] = {}  # a GGUF's size by path (None: being read, or unreadable)
         self._build()
         self._kind = self.kind()
-        self._unfollow = follow_vllm_endpoint(context.host, self._vllm_changed)
-        self._unsubscribe = context.host.subscribe(self._engine_event)
+        self.follow(follow_vllm_endpoint(workstation.host, self._vllm_changed))
+        self.follow(workstation.host.subscribe(self._engine_event))
+        self.follow(workstation.jobs.subscribe(self._job_event))
         self._engine_changed()
         self._running(False)
 
@@ -296,9 +300,9 @@ class BenchPanel(QWidget):
     def _prefill(self) -> None:
         """The engine's loaded model (llama.cpp: else the last one used) into an empty or page-filled field."""
         kind = self.kind()
-        model = loaded_model(self.context.host, kind)
-        if model is None and kind == "llamacpp" and self.context.settings.recent_models:
-            model = self.context.settings.recent_models[0]
+        model = loaded_model(self.workstation.host, kind)
+        if model is None and kind == "llamacpp" and self.workstation.settings.recent_models:
+            model = self.workstation.settings.recent_models[0]
         current = self.model_edit.text().strip()
         if model and (not current or current == self._filled.get(kind)):
             self._filled[kind] = model
@@ -356,10 +360,10 @@ class BenchPanel(QWidget):
         if kind == "vllm" and not endpoint:
             raise ValueError("Type the vLLM server's address, or start a server on the vLLM page.")
         if kind == "ollama":
-            endpoint = endpoint or self.context.settings.ollama_host or None
+            endpoint = endpoint or self.workstation.settings.ollama_host or None
         workload = self._workload()
         target = BenchTarget(kind, model, endpoint=endpoint, api_key=self.key_edit.text().strip() or None,
-                             vllm_python=self.context.settings.vllm_python or None,
+                             vllm_python=self.workstation.settings.vllm_python or None,
                              parallel=kind == "llamacpp" and self.parallel_check.isChecked())  # fmt: skip
         return target, workload
 
@@ -377,13 +381,16 @@ class BenchPanel(QWidget):
         """Start the bench; None (and the reason shown) when a field needs fixing."""
         if self._task is not None and not self._task.done():
             return self._task
-        try:
-            target, workload = self._target_and_workload()
-        except ValueError as exc:
-            self._say(str(exc)[:1].upper() + str(exc)[1:], error=True)
-            return None
-        self._running(True)
-        self._task = spawn(self._run(target, workload), "bench: run")
+        running = self.workstation.jobs.running(BENCH)
+        if running is None:
+            try:
+                target, workload = self._target_and_workload()
+            except ValueError as exc:
+                self._say(str(exc)[:1].upper() + str(exc)[1:], error=True)
+                return None
+            store = self.store if self.save_check.isChecked() else None
+            running = start_bench(self.workstation.jobs, target, workload, store)
+        self._task = spawn(self.workstation.jobs.wait(running.id), "bench: run")
         return self._task
 
     def _refresh_empty_state(self) -> None:
@@ -404,43 +411,60 @@ class BenchPanel(QWidget):
             self.empty_state.show_state(FIRST_RUN, text)
 
     def cancel_run(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        if self._job_id is not None and self.workstation.jobs.cancel(self._job_id):
             self._say("Cancelling…")
 
-    async def _run(self, target: BenchTarget, workload: BenchWorkload) -> None:
-        from app.services.bench.run import BenchRunError, run_bench
+    # --- the job's news -----------------------------------------------------------------------------------
+    def _job_event(self, event: JobEvent) -> None:
+        job = event.job
+        if job.kind != BENCH:
+            return
+        if isinstance(event, JobStarted):
+            self._show_job(job)
+        elif job.id == self._job_id and isinstance(event, JobProgress):
+            self._progressed(job)
+        elif job.id == self._job_id and isinstance(event, JobFinished):
+            self._finished(job)
 
-        self._say(f"Benchmarking {target.model or target.endpoint} on {target.backend}…")
-        try:
-            result = await run_bench(target, workload, progress=self._progressed)
-        except asyncio.CancelledError:
-            self._say("Cancelled: nothing was saved.")
+    def _show_job(self, job: Job) -> None:
+        """Follow this bench job: running (its progress so far) or finished (its outcome)."""
+        self._job_id = job.id
+        if not job.running:
+            self._finished(job)
             return
-        except BenchRunError as exc:
-            self._say(str(exc), error=True)
-            return
-        finally:
-            self._running(False)
-        self.show_result(result)
-        skipped = [r for r in self.rows if r.skipped]
-        if skipped and len(skipped) == len(self.rows):
-            self._say(f"Skipped: {skipped[0].skipped}", error=True)
-            return
-        message = f"Done: {len(self.rows)} configurations."
-        if self.save_check.isChecked():
-            try:
-                run_id = await asyncio.get_running_loop().run_in_executor(None, self.store.save, result)
-            except BenchStoreError as exc:
-                self._say(f"{message} It could not be saved: {exc}", error=True)
-                return
-            message += f" Saved as {run_id}."
-            await self.saved_runs.refresh()
-        self._say(message)
+        self._running(True)
+        self._say(f"{job.title}…")
+        self._progressed(job)
 
-    def _progressed(self, step: BenchProgress) -> None:
+    def _progressed(self, job: Job) -> None:
+        step = cast("BenchProgress | None", job.progress)
+        if step is None:
+            return
         self.progress.setValue(round(step.fraction * 1000))
         self._say(step.text()[:1].upper() + step.text()[1:])
+
+    def _finished(self, job: Job) -> None:
+        self._progressed(job)
+        self._running(False)
+        if job.cancelled:
+            self._say("Cancelled: nothing was saved.")
+            return
+        if not isinstance(job.result, BenchOutcome):
+            self._say(str(job.error), error=True)
+            return
+        outcome = job.result
+        self.show_result(outcome.result)
+        if outcome.all_skipped:
+            self._say(f"Skipped: {self.rows[0].skipped}", error=True)
+            return
+        message = f"Done: {len(self.rows)} configurations."
+        if outcome.save_error:
+            self._say(f"{message} It could not be saved: {outcome.save_error}", error=True)
+            return
+        if outcome.run_id:
+            message += f" Saved as {outcome.run_id}."
+            spawn(self.saved_runs.refresh(), "bench: list saved runs")
+        self._say(message)
 
     def show_result(self, result: dict[str, Any]) -> None:
         """Fill the table and the charts from a run's result (a fresh one or a saved one)."""
@@ -462,27 +486,26 @@ class BenchPanel(QWidget):
         return text
 
     def start(self) -> None:
-        """The saved runs are listed when the page is first shown (``showEvent``)."""
+        """The first show: list the saved runs, read the machine, and show the latest bench job, if any."""
+        if self._listed:
+            return
+        self._listed = True
+        spawn(self.saved_runs.refresh(), "bench: list saved runs")
+        spawn(self._read_machine(), "bench: read the machine")
+        self.shown_again()
 
-    def settings_changed(self) -> None:
-        """Ollama's address is read from the settings when a bench starts."""
+    def shown_again(self) -> None:
+        latest = self.workstation.jobs.last(BENCH)
+        if latest is not None and latest.id != self._job_id:
+            self._show_job(latest)
 
     async def shutdown(self) -> None:
-        """Cancel a running bench and wait until its engine is closed."""
-        self._unfollow()
-        self._unsubscribe()
-        task = self._task
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=15)
+        """Stop following; a running bench is the workstation's (its close cancels it)."""
+        await super().shutdown()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()  # the wait, never the job
 
     # --- saved runs ---------------------------------------------------------------------------------------
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if not self._listed and loop_running():
-            self._listed = True
-            spawn(self.saved_runs.refresh(), "bench: list saved runs")
-            spawn(self._read_machine(), "bench: read the machine")
 
     def _saved_run_loaded(self, run: dict[str, Any]) -> None:
         self.show_result(run)

@@ -14,6 +14,8 @@ transcript takes the width. Nothing here has a minimum that would widen the wind
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QFrame,
@@ -27,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.params import LoadParams, SamplingParams
+from app.ui.page import Page
 from app.ui.pages.chat.chat_list import ChatList
 from app.ui.pages.chat.composer import Composer
 from app.ui.pages.chat.drawer import DRAWER_WIDTH, SettingsDrawer
@@ -39,14 +42,17 @@ from app.ui.style.theme import set_role
 from app.ui.widgets.elided_label import ElidedLabel
 from app.ui.widgets.notices import NoticeArea
 
+if TYPE_CHECKING:
+    from app.services.workstation import Workstation
+
 CHATS_WIDTH = 200
 WIDE_WINDOW = 1200  # below this width the drawer starts closed (until the person opens it)
 
 
-class ChatPanelLayout(QWidget):
-    def __init__(self, sampling: SamplingParams, load: LoadParams, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._build(sampling, load)
+class ChatPanelLayout(Page):
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
+        self._build(workstation.settings.sampling, workstation.settings.load)
 
     def _build(self, sampling: SamplingParams, load: LoadParams) -> None:
         self.model_bar = ModelBar()

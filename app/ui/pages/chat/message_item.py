@@ -339,7 +339,7 @@ class MessageItem(QWidget):
             self.body.setPlainText(message.content)
 
     def begin_stream(self, row: int, message: Message, state: ItemState) -> None:
-        """An empty reply body that a stream fills (see :class:`~app.ui.pages.chat.reply_document.ReplyStream`)."""
+        """An empty reply body that a stream fills (see ``reply_document.ReplyDocumentStream``)."""
         self.key = None
         self.body.clear()
         self.thinking.begin_stream()

@@ -1,11 +1,13 @@
-"""The model bar above the chat: pick a GGUF (recent list or file dialog), load/unload with progress. Its status
-text ("Loaded in 0.8 s · context 4,096") is elided, so it never widens the window."""
+"""The model bar above the chat: pick a model (the recent ones, then the library's GGUFs, then other engines'
+models, or a file from the dialog), load/unload with progress. Its status text ("Loaded in 0.8 s · context 4,096")
+is elided, so it never widens the window."""
 
 from __future__ import annotations
 
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -22,6 +24,8 @@ from app.ui.style.icons import icon
 from app.ui.style.theme import set_role
 from app.ui.widgets.elided_label import ElidedLabel
 
+PICKER_TIP = "Recent models, the library's models and other engines' models. Use Open… for another .gguf file."
+
 
 class ModelBar(QWidget):
     """Emits requests; the chat panel does the work and reports back with ``set_loading``/``set_loaded``."""
@@ -29,6 +33,7 @@ class ModelBar(QWidget):
     load_requested = Signal(str)
     unload_requested = Signal()
     selection_changed = Signal(str)  # the person picked another model (not loaded yet); "" for none
+    shown = Signal()  # on screen (each show): the chat lists the library then, not before
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -38,7 +43,7 @@ class ModelBar(QWidget):
         self.models.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.models.setMinimumContentsLength(14)
         self.models.setMaximumWidth(420)
-        self.models.setToolTip("Recent models. Use Open… to pick another .gguf file.")
+        self.models.setToolTip(PICKER_TIP)
         self.models.setPlaceholderText("No model chosen — open a .gguf file")
         self.open_button = QToolButton()
         self.open_button.setIcon(icon("folder"))
@@ -59,6 +64,9 @@ class ModelBar(QWidget):
         self._timer.setInterval(200)
         self._timer.timeout.connect(self._tick)
         self._dialog: QFileDialog | None = None
+        self._recent: list[str] = []
+        self._library: list[str] = []
+        self._engines: dict[str, list[str]] = {}  # prefix -> entries (``ollama:NAME`` …)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
@@ -72,36 +80,51 @@ class ModelBar(QWidget):
         self.models.activated.connect(lambda _index: self.selection_changed.emit(self.current_path() or ""))
         self.set_loaded(None)
 
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.shown.emit()
+
     def set_recent(self, paths: list[str]) -> None:
-        current = self.current_path()
-        ollama = [(self.models.itemText(i), self.models.itemData(i)) for i in range(self.models.count())]
-        self.models.blockSignals(True)
-        self.models.clear()
-        for path in paths:
-            self.models.addItem(entry_label(path), path)
-            self.models.setItemData(self.models.count() - 1, path, role=3)  # tooltip role
-        for text, data in ollama:
-            if engine_prefix(str(data)) and self.models.findData(data) < 0:
-                self.models.addItem(text, data)
-        if current:
-            self.select(current)
-        elif paths:
-            self.models.setCurrentIndex(0)
-        self.models.blockSignals(False)
-        self._update_buttons()
+        """The recent models, first (the first is chosen when nothing is)."""
+        self._recent = list(paths)
+        self._fill()
+
+    def set_library(self, paths: list[str]) -> None:
+        """The library's GGUFs, after the recent models (those already recent are not listed twice)."""
+        self._library = list(paths)
+        self._fill()
 
     def set_ollama_models(self, names: list[str], status: str) -> None:
         """Offer Ollama's models after the local files (entries ``ollama:NAME``)."""
         self.set_engine_models(OLLAMA_PREFIX, names)
-        self.models.setToolTip(f"Recent models and other engines' models. Use Open… for another .gguf file.\n{status}")
+        self.models.setToolTip(f"{PICKER_TIP}\n{status}")
 
     def set_engine_models(self, prefix: str, names: list[str]) -> None:
         """Replace one engine's entries (``prefix`` + name) in the picker."""
-        for index in reversed(range(self.models.count())):
-            if str(self.models.itemData(index)).startswith(prefix):
-                self.models.removeItem(index)
-        for name in names:
-            self.models.addItem(entry_label(prefix + name), prefix + name)
+        self._engines[prefix] = [prefix + name for name in names]
+        self._fill()
+
+    def _fill(self) -> None:
+        """Rebuild the list: recent, library, other engines; the chosen model stays chosen while it is offered (a
+        file chosen with Open… always is)."""
+        current = self.current_path()
+        recent = set(self._recent)
+        library = [path for path in self._library if path not in recent]
+        engines = [entry for entries in self._engines.values() for entry in entries]
+        self.models.blockSignals(True)
+        self.models.clear()
+        for entry, tip in (
+            *((path, path) for path in self._recent),
+            *((path, f"{path}\nIn the library") for path in library),
+            *((entry, entry_label(entry)) for entry in dict.fromkeys(engines) if entry not in recent),
+        ):
+            self.models.addItem(entry_label(entry), entry)
+            self.models.setItemData(self.models.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        if current and (self.models.findData(current) >= 0 or not engine_prefix(current)):
+            self.select(current)
+        elif self._recent:
+            self.models.setCurrentIndex(0)
+        self.models.blockSignals(False)
         self._update_buttons()
 
     def select(self, path: str) -> None:

@@ -1,10 +1,12 @@
 """The chat page's model side: loading and unloading, the starter model, restoring the last model at start-up,
-each model's own settings in the drawer, and presets. A helper of ChatPanel (it drives the panel's widgets)."""
+the library's GGUFs in the picker (following ``LibraryChanged``), each model's own settings in the drawer, and
+presets. A helper of ChatPanel (it drives the panel's widgets)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +23,8 @@ from app.services.chat.session import ChatSession
 from app.services.chat.workspace import ChatWorkspace, PresetOutcome
 from app.services.engines.entries import OLLAMA_PREFIX, display_name, engine_prefix
 from app.services.engines.host import EngineHost
+from app.services.library.events import LibraryChanged, LibraryEvent
+from app.services.library.index import KIND_GGUF, SOURCE_OLLAMA, LibraryEntry, LibraryScan
 from app.services.library.names import model_display_name
 from app.services.presets import shipped_presets_dir
 from app.services.workstation import Workstation
@@ -62,6 +66,8 @@ class ChatPage(Protocol):
 
     async def save_system_prompt(self) -> None: ...
 
+    def follow(self, unsubscribe: Callable[[], None]) -> None: ...
+
 
 SAVE_DELAY_MS = 400  # drawer edits are saved for the model this long after the last change
 MAX_MODELFILE_BYTES = 1024 * 1024
@@ -80,6 +86,7 @@ class ChatModels:
         self._save_timer.timeout.connect(self._save_drawer)
         self._pending_entry: str | None = None
         self._saving: asyncio.Task[Any] | None = None  # the drawer's last save, which a load waits for
+        self._follow_the_library()
 
     # --- which model ------------------------------------------------------------------------------------------
     def target_entry(self) -> str | None:
@@ -88,6 +95,27 @@ class ChatModels:
 
     def is_starter(self) -> bool:
         return starter_model.is_starter(self.target_entry())
+
+    # --- the library's models in the picker ---------------------------------------------------------------------
+    def _follow_the_library(self) -> None:
+        library = self.panel.workstation.library
+        self.panel.follow(library.subscribe(self._library_event))
+        self.panel.model_bar.shown.connect(self._picker_shown)
+        if (scan := library.snapshot()) is not None:
+            self._offer_library(scan)
+
+    def _picker_shown(self) -> None:
+        """The picker is on screen: list the library once, if nobody has yet (later scans come as events)."""
+        library = self.panel.workstation.library
+        if library.snapshot() is None and not library.scanning and loop_running():
+            spawn(library.scan(), "chat: list the library")
+
+    def _library_event(self, event: LibraryEvent) -> None:
+        if isinstance(event, LibraryChanged):
+            self._offer_library(event.scan)
+
+    def _offer_library(self, scan: LibraryScan) -> None:
+        self.panel.model_bar.set_library([entry.path for entry in scan.entries if _chat_can_load(entry)])
 
     # --- load / unload ------------------------------------------------------------------------------------------
     def load_model(self, entry: str) -> None:
@@ -127,7 +155,6 @@ class ChatModels:
             panel.show_notice(" ".join(outcome.notes), key="switch")
         panel.model_bar.set_recent(panel.workstation.settings.recent_models)
         panel.refresh_empty_state()
-        spawn(panel.workstation.save_settings(), "save settings")
         return True
 
     def show_loaded(self) -> None:
@@ -263,10 +290,8 @@ class ChatModels:
             self.load_model(entry)
 
     def save_defaults(self) -> None:
-        settings = self.panel.workstation.settings
-        settings.sampling = self.panel.drawer.sampling.params()
-        settings.load = self.panel.drawer.load.params()
-        spawn(self.panel.workstation.save_settings(), "save settings")
+        drawer = self.panel.drawer
+        self.panel.workstation.update_settings(sampling=drawer.sampling.params(), load=drawer.load.params())
         self.panel.show_notice(
             "Saved as the defaults for models without their own settings.", "success", key="defaults"
         )
@@ -288,8 +313,7 @@ class ChatModels:
             self.panel.drawer.show_reload_needed(self.panel.drawer.load.params() != self.workspace.loaded_params())
 
     def set_restore_last(self, checked: bool) -> None:
-        self.panel.workstation.settings.restore_last_model = checked
-        spawn(self.panel.workstation.save_settings(), "save settings")
+        self.panel.workstation.update_settings(restore_last_model=checked)
 
     # --- presets -------------------------------------------------------------------------------------------------
     async def list_presets(self) -> list[tuple[str, str]]:
@@ -363,6 +387,11 @@ class ChatModels:
             return model
         name = model if ":" in model else f"{model}:latest"
         return OLLAMA_PREFIX + name if name in self.panel.ollama_models else None
+
+
+def _chat_can_load(entry: LibraryEntry) -> bool:
+    """A usable GGUF of the library's own (Ollama's store is offered as Ollama's models)."""
+    return bool(entry.kind == KIND_GGUF and not entry.error and entry.source != SOURCE_OLLAMA)
 
 
 def model_name(entry: str, model: ModelInfo | None) -> str:

@@ -8,7 +8,6 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable
-from types import ModuleType
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
@@ -16,13 +15,12 @@ from PySide6.QtWidgets import QWidget
 
 from app.core.chat.conversation import Attachment, Conversation, Message, OverflowPolicy, Role
 from app.core.chat.overflow import when_full
-from app.core.lazy_import import import_now
 from app.core.modelfile.parser import Modelfile
 from app.services import starter_model
 from app.services.chat.attachments import AttachmentStore
 from app.services.chat.session import ChatObserver, ChatSession
 from app.services.chat.workspace import ChatWorkspace, context_tokens
-from app.services.engines.entries import VLLM_PREFIX, EngineKind
+from app.services.engines.entries import ENGINE_LABELS, VLLM_PREFIX
 from app.services.engines.events import (
     EngineEvent,
     EngineStateChanged,
@@ -30,6 +28,7 @@ from app.services.engines.events import (
     ModelUnloaded,
     VllmEndpointChanged,
 )
+from app.services.settings_changes import SettingsChanged
 from app.services.workstation import Workstation
 from app.ui.pages.chat.chat_list import APPROVAL, GENERATING
 from app.ui.pages.chat.chat_tools import ChatToolsControl
@@ -42,6 +41,14 @@ from app.ui.status_bar import AppStatusBar
 from app.ui.tasks import spawn
 
 log = logging.getLogger("app.ui.chat")
+_SHOWN_SETTINGS = (
+    "recent_models",
+    "restore_last_model",
+    "send_with_ctrl_enter",
+    "ollama_host",
+    "sampling",
+    "load",
+)  # what the page shows of the settings; other fields do not touch it
 CHARS_PER_TOKEN = 4  # a rough guess, marked "~", for chats whose replies were not measured
 
 
@@ -105,8 +112,7 @@ class _Observer(ChatObserver):
 
 class ChatPanel(ChatPanelLayout):
     def __init__(self, workstation: Workstation, status: AppStatusBar, parent: QWidget | None = None) -> None:
-        super().__init__(workstation.settings.sampling, workstation.settings.load, parent)
-        self.workstation = workstation
+        super().__init__(workstation, parent)
         self.host = workstation.host
         self.status = status
         self.workspace = ChatWorkspace(workstation, self.sampling.params, self._make_observer)
@@ -125,10 +131,10 @@ class ChatPanel(ChatPanelLayout):
         self.ollama_models: set[str] = set()
         self._ollama_listed: tuple[str | None] | None = None  # (the Ollama host last listed,); None: not yet
         self._connect()
-        self._unsubscribe = self.host.subscribe(self._engine_event)
+        self.follow(self.host.subscribe(self._engine_event))
         self.set_chats_open(workstation.settings.chat_list_open)
         self.set_drawer_open(bool(workstation.settings.chat_drawer_open))
-        self.settings_changed()
+        self._show_settings()
         self.show_transcript(False)
         self.refresh_empty_state()
 
@@ -211,18 +217,22 @@ class ChatPanel(ChatPanelLayout):
 
     async def shutdown(self) -> None:
         """Stop the replies in flight (they are saved as stopped) and keep the system prompt. Idempotent; the
-        engines and the history are closed by the window, which owns them."""
+        engines and the history are the workstation's, closed after every page."""
         if self.closed:
             return
         self.closed = True
-        self._unsubscribe()
+        await super().shutdown()
         self.models.flush_settings()
         await self.conversations.finish_deletes()
         await self.workspace.stop_all()
         await self.save_system_prompt()
 
     # --- settings --------------------------------------------------------------------------------------------
-    def settings_changed(self) -> None:
+    def settings_changed(self, event: SettingsChanged) -> None:
+        if event.touches(*_SHOWN_SETTINGS):
+            self._show_settings()
+
+    def _show_settings(self) -> None:
         settings = self.workstation.settings
         self.model_bar.set_recent(list(settings.recent_models))
         self.drawer.set_restore_last(settings.restore_last_model)
@@ -233,14 +243,12 @@ class ChatPanel(ChatPanelLayout):
 
     def _chats_toggled(self, opened: bool) -> None:
         self.set_chats_open(opened)
-        self.workstation.settings.chat_list_open = opened
-        spawn(self.workstation.save_settings(), "save settings")
+        self.workstation.update_settings(chat_list_open=opened)
 
     def _drawer_toggled(self, opened: bool) -> None:
         self.set_drawer_open(opened)
         self._drawer_decided = True
-        self.workstation.settings.chat_drawer_open = opened
-        spawn(self.workstation.save_settings(), "save settings")
+        self.workstation.update_settings(chat_drawer_open=opened)
 
     # --- chats (the list is a separate piece: refresh_chats, open_chat, delete_chat) ---------------------------
     async def refresh_chats(self) -> None:
@@ -465,9 +473,10 @@ class ChatPanel(ChatPanelLayout):
         if self.workspace.model is None:
             self.show_notice("No model is loaded. Load a model, then continue.", "warning", key="model")
             return
-        if self.workspace.engine is EngineKind.VLLM:  # its chat API answers a final reply instead of continuing it
-            self.show_notice("vLLM cannot continue a reply: regenerate it (with a larger Max tokens if it was cut).",
-                             key="length")  # fmt: skip
+        engine = self.workspace.engine
+        if not self.workspace.host.facts(engine).continues_replies:  # its chat API answers a new reply instead
+            self.show_notice(f"{ENGINE_LABELS[engine]} cannot continue a reply: regenerate it (with a larger Max "
+                             "tokens if it was cut).", key="length")  # fmt: skip
             return
         last = self.session.conversation.messages[-1] if self.session.conversation else None
         if last is not None and last.reasoning and not last.content:  # cut off while it was still thinking
@@ -578,11 +587,9 @@ class ChatPanel(ChatPanelLayout):
 
     async def refresh_ollama_models(self) -> None:
         """List Ollama's models in the model picker when Ollama runs; a stopped Ollama is not an error."""
-        loop = asyncio.get_running_loop()
-        module = await loop.run_in_executor(None, _import_ollama_service)
         host = self.workstation.settings.ollama_host or None
         self._ollama_listed = (host,)
-        async with module.OllamaService(host) as service:
+        async with self.workstation.ollama.use() as service:  # the client library loads off the Qt thread
             status = await service.status()
             models = await service.list_models() if status.running else []
         self.model_bar.set_ollama_models([m.name for m in models], status.summary())
@@ -604,11 +611,3 @@ class ChatPanel(ChatPanelLayout):
     def _offer_vllm_entries(self) -> None:
         endpoint = self.host.vllm_endpoint
         self.model_bar.set_engine_models(VLLM_PREFIX, [endpoint.served_model] if endpoint else [])
-
-
-def _import_ollama_service() -> ModuleType:
-    """The Ollama service module with the client library itself loaded (~150 ms): for an executor thread."""
-    import importlib
-
-    import_now("ollama")
-    return importlib.import_module("app.services.ollama.client")

@@ -13,7 +13,7 @@ from PySide6.QtGui import QTextBlockFormat, QTextCharFormat, QTextCursor, QTextD
 
 from app.core.chat.markdown import MarkdownStream, StreamUpdate, render_markdown
 
-__all__ = ["ReplyStream", "message_html"]
+__all__ = ["ReplyDocumentStream", "message_html"]
 
 _PLACEHOLDER = "x"
 _EMPTY_ELEMENT = re.compile(r"<(t[dh]|pre|li|h[1-6]|p|blockquote)((?: [^>]*)?)>\s*</\1>")
@@ -54,7 +54,7 @@ def _append_blocks(cursor: QTextCursor, block_html: str) -> int:
     return cursor.position()
 
 
-class ReplyStream:
+class ReplyDocumentStream:
     """A reply streamed into ``document``: completed blocks appended once, the tail replaced on each feed.
 
     The document reads: completed HTML, the preview (a long table's rows as text), the tail. Code block texts

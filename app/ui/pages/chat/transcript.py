@@ -39,7 +39,7 @@ from app.ui.pages.chat.message_item import (
     scratch_text,
     transcript_style,
 )
-from app.ui.pages.chat.reply_document import ReplyStream, message_html
+from app.ui.pages.chat.reply_document import ReplyDocumentStream, message_html
 from app.ui.pages.chat.thinking_block import GAP_BELOW, TOGGLE_H, thinking_label
 from app.ui.pages.chat.tool_card import TOOL_CARD_H
 from app.ui.style.icons import icon
@@ -109,7 +109,7 @@ class TranscriptView(QAbstractScrollArea):
         self._note.linkActivated.connect(self.note_link_activated)
         self._note.hide()
         # the reply being streamed: its own item, kept while it streams even when scrolled out of view
-        self._stream: ReplyStream | None = None
+        self._stream: ReplyDocumentStream | None = None
         self._stream_item: MessageItem | None = None
         self._stream_message = Message(Role.ASSISTANT, "", MessageStatus.STREAMING)
         self._pending: list[str] = []
@@ -175,7 +175,7 @@ class TranscriptView(QAbstractScrollArea):
         item.begin_stream(row, self._stream_message, self._state(row, streaming=True))
         self._stream_item = item
         self._live[row] = item
-        self._stream = ReplyStream(item.body.document(), item.code_blocks, self._code_font())
+        self._stream = ReplyDocumentStream(item.body.document(), item.code_blocks, self._code_font())
         self._pending, self._reply = [], []
         self._thinking = _StreamedThinking()
         self._heights.append(item.layout_for(self._width_now()))
@@ -211,7 +211,9 @@ class TranscriptView(QAbstractScrollArea):
         self._pending, self._reply = [], []
         self._stream_item.body.clear()
         self._stream_item.code_blocks.clear()
-        self._stream = ReplyStream(self._stream_item.body.document(), self._stream_item.code_blocks, self._code_font())
+        self._stream = ReplyDocumentStream(
+            self._stream_item.body.document(), self._stream_item.code_blocks, self._code_font()
+        )
         self._thinking.recast(thinking)
         self._stream_item.thinking.replace_text(thinking)
         self._stream_item.thinking.set_open(True)

@@ -6,16 +6,20 @@ import asyncio
 import logging
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QLineEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from app.core.modelfile.parser import Modelfile, ModelfileError
-from app.services.ollama.client import OllamaError, OllamaService
+from app.services.ollama.client import OllamaError
 from app.services.ollama.create import CreateProgress, build_create_request, create_model
 from app.ui.pages.modelfiles.files import InlineBar
 from app.ui.style.theme import set_role
 from app.ui.tasks import spawn
+
+if TYPE_CHECKING:
+    from app.services.ollama.shared import SharedOllama
 
 log = logging.getLogger("app.ui.modelfiles")
 
@@ -61,15 +65,15 @@ class OllamaCreateBar(QWidget):
         self.bar.show()
         self.name_edit.setFocus()
 
-    def create_from(self, modelfile: Modelfile, base: Path, host: str | None) -> None:
-        """Create the typed name from ``modelfile`` (its FROM and ADAPTER paths start at ``base``) on ``host``."""
+    def create_from(self, modelfile: Modelfile, base: Path, ollama: SharedOllama) -> None:
+        """Create the typed name from ``modelfile`` (its FROM and ADAPTER paths start at ``base``) in Ollama."""
         name = self.name_edit.text().strip()
         if not name:
             self.status.setText("Type a name for the new Ollama model.")
             return
-        spawn(self._create(name, modelfile, base, host), "create in Ollama")
+        spawn(self._create(name, modelfile, base, ollama), "create in Ollama")
 
-    async def _create(self, name: str, modelfile: Modelfile, base: Path, host: str | None) -> None:
+    async def _create(self, name: str, modelfile: Modelfile, base: Path, ollama: SharedOllama) -> None:
         loop = asyncio.get_running_loop()
         self.go.setEnabled(False)
         self.progress.setRange(0, 0)
@@ -77,7 +81,7 @@ class OllamaCreateBar(QWidget):
         self._say(f"Preparing {name}: reading the files that FROM and ADAPTER name…")
         try:
             plan = await loop.run_in_executor(None, build_create_request, modelfile, base)
-            async with OllamaService(host) as service:
+            async with ollama.use() as service:
                 await create_model(service, name, plan, self._progress)
         except (OllamaError, ModelfileError, OSError) as exc:
             log.warning("create %s failed: %s", name, exc)

@@ -15,22 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter, QVBoxLayout, QWidget
 
 from app.core.modelfile.params import check_modelfile
 from app.core.modelfile.parser import Modelfile, ModelfileError
 from app.core.user_files import UserFileError
-from app.services.ollama.client import OllamaError, OllamaService
+from app.services.ollama.client import OllamaError
 from app.services.presets import shipped_presets_dir
+from app.services.settings_changes import SettingsChanged
 from app.services.workstation import Workstation
+from app.ui.page import Page
 from app.ui.pages.modelfiles.editor import ModelfileTextPane
 from app.ui.pages.modelfiles.files import SUFFIX, ModelfileFiles, read_document
 from app.ui.pages.modelfiles.form import ModelfileForm
 from app.ui.pages.modelfiles.ollama_create_bar import OllamaCreateBar
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_S, set_role
-from app.ui.tasks import loop_running, spawn
+from app.ui.tasks import spawn
 from app.ui.widgets.elided_label import ElidedLabel
 from app.ui.widgets.notices import NoticeArea
 
@@ -49,12 +51,11 @@ def _scan_ggufs(folders: list[Path], limit: int = 200) -> list[str]:
     return list(dict.fromkeys(found))[:limit]
 
 
-class ModelfilePanel(QWidget):
+class ModelfilePanel(Page):
     use_in_chat_requested = Signal(object)  # the parsed Modelfile
 
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
         self.saved_text = ""
         self.ollama_running = False
         self._started: asyncio.Task[Any] | None = None
@@ -68,7 +69,9 @@ class ModelfilePanel(QWidget):
         self.form = ModelfileForm()
         self.text = ModelfileTextPane()
         self.editor = self.text.editor
-        self.files = ModelfileFiles(self.context.paths.modelfiles_dir, shipped_presets_dir(), self.editor.toPlainText)
+        self.files = ModelfileFiles(
+            self.workstation.paths.modelfiles_dir, shipped_presets_dir(), self.editor.toPlainText
+        )
         self.creator = OllamaCreateBar()
         self.title = ElidedLabel()
         self.title.setObjectName("modelfile_title")
@@ -160,15 +163,9 @@ class ModelfilePanel(QWidget):
             self._started = spawn(self.refresh(), "modelfiles: refresh")
         return self._started
 
-    def showEvent(self, event: QShowEvent) -> None:
-        """The first show lists everything; a later one asks Ollama again (it may have been started since)."""
-        super().showEvent(event)
-        if not loop_running():
-            return
-        if self._started is None:
-            self.start()
-        else:
-            self.recheck()
+    def shown_again(self) -> None:
+        """A later show asks Ollama again (it may have been started since)."""
+        self.recheck()
 
     def recheck(self) -> None:
         """Ask Ollama again and refill the FROM choices: on a later show, Check again, or changed settings."""
@@ -176,12 +173,10 @@ class ModelfilePanel(QWidget):
             self._rechecking = True
             spawn(self._recheck(), "modelfiles: recheck")
 
-    async def shutdown(self) -> None:
-        """Nothing runs in the background here: an Ollama create in progress ends with the app's loop."""
-
-    def settings_changed(self) -> None:
-        """Call after the settings change (Ollama host, model folders, recent models)."""
-        self.recheck()
+    def settings_changed(self, event: SettingsChanged) -> None:
+        """The Ollama host, the model folders or the recent models changed: ask again."""
+        if event.touches("ollama_host", "model_folders", "recent_models"):
+            self.recheck()
 
     async def _recheck(self) -> None:
         try:
@@ -195,8 +190,8 @@ class ModelfilePanel(QWidget):
         await self.refresh_from_choices()
 
     async def refresh_from_choices(self) -> None:
-        settings = self.context.settings
-        folders = [self.context.paths.models_dir, *(Path(f) for f in settings.model_folders)]
+        settings = self.workstation.settings
+        folders = [self.workstation.paths.models_dir, *(Path(f) for f in settings.model_folders)]
         local = await asyncio.get_running_loop().run_in_executor(None, _scan_ggufs, folders)
         recent = [p for p in settings.recent_models if p.lower().endswith(".gguf")]
         tags = await self._ollama_tags()
@@ -208,7 +203,7 @@ class ModelfilePanel(QWidget):
         if not self.ollama_running:
             return []
         try:
-            async with OllamaService(self.context.settings.ollama_host) as service:
+            async with self.workstation.ollama.use() as service:
                 models = await service.list_models()
         except OllamaError as exc:  # the list is a convenience: say why in the log and go on
             log.info("Ollama models not listed: %s", exc)
@@ -217,7 +212,7 @@ class ModelfilePanel(QWidget):
 
     async def refresh_ollama(self) -> None:
         try:
-            async with OllamaService(self.context.settings.ollama_host) as service:
+            async with self.workstation.ollama.use() as service:
                 status = await service.status()
             running, reason = status.running, status.reason
         except OllamaError as exc:  # an unusable host setting
@@ -284,7 +279,7 @@ class ModelfilePanel(QWidget):
         self.files.set_current(path, preset)
         self.saved_text = text if saved is None else saved
         self.hide_notice()
-        self.form.base_dir = path.parent if path else self.context.paths.modelfiles_dir
+        self.form.base_dir = path.parent if path else self.workstation.paths.modelfiles_dir
         self.form.set_read_only(preset)
         self.text.set_text(text, read_only=preset)
         self._show_title()
@@ -389,8 +384,8 @@ class ModelfilePanel(QWidget):
     def create_in_ollama(self) -> None:
         modelfile = self.parsed()
         if modelfile is not None:
-            base = self.path.parent if self.path else self.context.paths.modelfiles_dir
-            self.creator.create_from(modelfile, base, self.context.settings.ollama_host)
+            base = self.path.parent if self.path else self.workstation.paths.modelfiles_dir
+            self.creator.create_from(modelfile, base, self.workstation.ollama)
 
     # --- notices --------------------------------------------------------------------------------------------
     def show_notice(self, text: str, level: str = "error") -> None:

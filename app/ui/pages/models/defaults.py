@@ -29,10 +29,10 @@ USING_DEFAULTS = "Uses the app's defaults (Settings) until you save values for t
 class ModelDefaultsBox(QWidget):
     """``set_entry(path)`` shows that model's defaults; Save keeps the form's values for it, Reset forgets them."""
 
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("model_defaults")
-        self.context = context
+        self.workstation = workstation
         self.entry: str | None = None
         self.current: ModelSettings | None = None
         self._task: asyncio.Task[Any] | None = None
@@ -93,7 +93,7 @@ class ModelDefaultsBox(QWidget):
         return self._task
 
     async def _read(self, entry: str) -> None:
-        store = self.context.model_settings
+        store = self.workstation.model_settings
 
         def read() -> tuple[ModelSettings, bool, LoadParams, SamplingParams]:
             store.load()
@@ -134,8 +134,8 @@ class ModelDefaultsBox(QWidget):
     def form_settings(self) -> ModelSettings:
         """The form's values over what the model has now (its other load and sampling options kept)."""
         current = self.current or ModelSettings()
-        base_load = current.load or self.context.settings.load
-        base_sampling = current.sampling or self.context.settings.sampling
+        base_load = current.load or self.workstation.settings.load
+        base_sampling = current.sampling or self.workstation.settings.sampling
         layers = self.gpu_layers.value()
         load = replace(base_load, n_ctx=self.context_size.value(), n_gpu_layers=None if layers < 0 else layers)
         sampling = replace(
@@ -151,14 +151,15 @@ class ModelDefaultsBox(QWidget):
             return None
         entry, settings = self.entry, self.form_settings()
         return spawn(
-            self._write(entry, lambda: self.context.model_settings.set(entry, settings)), "models: save defaults"
+            self._write(entry, lambda: self.workstation.model_settings.set(entry, settings)), "models: save defaults"
         )
 
     def reset(self) -> asyncio.Task[Any] | None:
         if self.entry is None:
             return None
         entry = self.entry
-        return spawn(self._write(entry, lambda: self.context.model_settings.forget(entry)), "models: reset defaults")
+        store = self.workstation.model_settings
+        return spawn(self._write(entry, lambda: store.forget(entry)), "models: reset defaults")
 
     async def _write(self, entry: str, change: Any) -> None:
         self._set_enabled(False)

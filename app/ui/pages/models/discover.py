@@ -14,7 +14,6 @@ import logging
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer
-from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -31,8 +30,9 @@ from app.core.gguf.quant_names import GgufCandidate
 from app.core.memory.fit import FITS, TIGHT, MachineMemory
 from app.core.units import MISSING, format_bytes
 from app.services.downloads.picks import Pick, PickList, PickVerdict
+from app.services.settings_changes import SettingsChanged
 from app.services.workstation import Workstation
-from app.ui.pages.models.downloads import DownloadsPanel
+from app.ui.page import Page
 from app.ui.pages.models.table import SECONDARY_ROLE, NameDelegate
 from app.ui.pages.models.widgets import (
     EmptyState,
@@ -43,7 +43,7 @@ from app.ui.pages.models.widgets import (
     shrinking_label,
 )
 from app.ui.style.theme import SPACE_M, SPACE_S, set_role, tokens
-from app.ui.tasks import loop_running, spawn
+from app.ui.tasks import spawn
 from app.ui.widgets.factories import read_only_table
 from app.ui.widgets.notices import NoticeArea
 
@@ -80,11 +80,9 @@ def _combo(choices: tuple[tuple[str, str | None], ...]) -> QComboBox:
     return combo
 
 
-class DiscoverPanel(QWidget):
-    def __init__(self, context: Workstation, downloads: DownloadsPanel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
-        self.downloads = downloads
+class DiscoverPanel(Page):
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
         self.results: list[Any] = []
         self.detail: Any | None = None
         self.pick_list: PickList | None = None
@@ -218,11 +216,6 @@ class DiscoverPanel(QWidget):
                 QTimer.singleShot(0, self, self._fill_picks)
 
     # --- the page protocol -------------------------------------------------------------------------------------
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if loop_running() and self._started is None:
-            self.start()
-
     def start(self) -> asyncio.Task[Any]:
         """Show the shipped picks ranked for this machine (the task ends then), then refresh them from the Hub
         (``_refresh_task``), once."""
@@ -230,18 +223,15 @@ class DiscoverPanel(QWidget):
             self._started = spawn(self._start(), "discover: picks")
         return self._started
 
-    def settings_changed(self) -> None:
+    def settings_changed(self, event: SettingsChanged) -> None:
         """The token and the download folder are read at each request; the load settings change the verdicts."""
-        if self.pick_list is not None and self.machine is not None:
+        if event.touches("load") and self.pick_list is not None and self.machine is not None:
             spawn(self._rank(list(self.pick_list.picks)), "discover: rank picks")
-
-    async def shutdown(self) -> None:
-        """Searches and header reads end with the app's loop; queued downloads belong to the Downloads page."""
 
     def _service(self) -> Any:
         from app.services.downloads.hub import HubService
 
-        return HubService(token=self.context.settings.hf_token or None)  # None: huggingface_hub's stored token
+        return HubService(token=self.workstation.settings.hf_token or None)  # None: huggingface_hub's stored token
 
     # --- picks -------------------------------------------------------------------------------------------------
     async def _start(self) -> None:
@@ -267,7 +257,7 @@ class DiscoverPanel(QWidget):
         machine = self.machine
         if machine is None:
             return
-        settings = estimate_settings(self.context.settings.load, machine)
+        settings = estimate_settings(self.workstation.settings.load, machine)
         self.pick_verdicts = await asyncio.get_running_loop().run_in_executor(
             None, rank_picks, picks, settings, machine
         )
@@ -513,7 +503,7 @@ class DiscoverPanel(QWidget):
         candidates = [c for c in detail.candidates if not c.is_projector][:MAX_ESTIMATES]
         try:
             machine = await loop.run_in_executor(None, read_machine_memory)
-            settings = estimate_settings(self.context.settings.load, machine)
+            settings = estimate_settings(self.workstation.settings.load, machine)
         except Exception as exc:  # every row still gets an answer
             log.exception("cannot read this machine's memory for the estimates of %s", detail.id)
             if self.detail is detail:
@@ -576,12 +566,12 @@ class DiscoverPanel(QWidget):
                 )
             if detail is None:
                 return
-            job = self._service().plan_download(detail, files=files, target_dir=self.context.settings.download_dir)
+            job = self._service().plan_download(detail, files=files, target_dir=self.workstation.settings.download_dir)
         except HubError as exc:
             self.notice.show_notice(str(exc), level="error", key="hub")
             return
         try:
-            await self.downloads.add_job(job)
+            await self.workstation.downloads.add(job)
         except Exception as exc:  # the queue could not start or take the job: say so, never "Queued"
             log.exception("queueing %s failed", job.title)
             problem = str(exc) or type(exc).__name__

@@ -2,18 +2,17 @@
 
 With no download yet the page says so and offers Discover. A job's actions appear when it is chosen, and only
 those that apply to its state (Pause while it runs, Resume when paused, Retry when it failed, Show in folder when
-done). The queue (``DownloadManager``) runs its jobs on worker threads; this view polls its snapshot twice a second
-and never blocks: loading the queue, adding a job (a file write) and shutting down run in the executor.
+done). The queue is the workstation's (``workstation.downloads``, started with the app): this page draws its
+snapshot when shown and follows its ``DownloadsChanged``; its actions run on the service, off the Qt thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -28,17 +27,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.units import format_byte_rate, format_bytes, format_duration
-from app.services.downloads.jobs import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, STALLED, VERIFYING, DownloadJob
-from app.services.downloads.manager import JobView
-from app.services.downloads.queue import DownloadManager
+from app.services.downloads.events import DownloadEvent, DownloadsChanged, DownloadsSnapshot
+from app.services.downloads.job_runner import JobView
+from app.services.downloads.jobs import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, STALLED, VERIFYING
 from app.services.workstation import Workstation
+from app.ui.page import Page
 from app.ui.pages.models.widgets import EmptyState, icon_button, refresh_icons, shrinking_label
 from app.ui.style.theme import SPACE_M, SPACE_S
-from app.ui.tasks import loop_running, spawn
+from app.ui.tasks import spawn
 from app.ui.widgets.palette import error_color, set_text_color
 
-log = logging.getLogger("app.ui.downloads")
-POLL_MS = 500
 COLUMNS = ("Download", "State", "Progress", "Speed", "ETA", "Size")
 _ID = Qt.ItemDataRole.UserRole
 STATE_TEXT = {
@@ -52,22 +50,21 @@ STATE_TEXT = {
 }
 
 
-class DownloadsPanel(QWidget):
-    download_completed = Signal(str)  # the local path of a finished job
+class DownloadsPanel(Page):
     open_page_requested = Signal(str)  # a page path: "models/discover" from the empty state
 
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
-        self.manager: DownloadManager | None = None
-        self.views: list[JobView] = []
-        self._states: dict[str, str] = {}
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
+        self.downloads = workstation.downloads
+        self.snapshot = self.downloads.snapshot()
         self._start_task: asyncio.Task[Any] | None = None
-        self.timer = QTimer(self)
-        self.timer.setInterval(POLL_MS)
-        self.timer.timeout.connect(self.refresh)
         self._build()
-        QTimer.singleShot(0, self._start_soon)  # unfinished downloads continue when the app starts
+        self.follow(self.downloads.subscribe(self._download_event))
+        self.refresh()
+
+    @property
+    def views(self) -> list[JobView]:
+        return list(self.snapshot.jobs)
 
     def _build(self) -> None:
         self.table = QTableWidget(0, len(COLUMNS))
@@ -138,65 +135,39 @@ class DownloadsPanel(QWidget):
             set_text_color(self.save_problem_label, error_color(self.palette()))
 
     # --- the queue ---------------------------------------------------------------------------------------------
-    def _start_soon(self) -> None:
-        if loop_running() and self._start_task is None:
-            self.start()
-
     def start(self) -> asyncio.Task[Any]:
-        """Load the saved queue (off the Qt thread) and continue its unfinished jobs."""
+        """Show the queue once the service has read it (the window starts it with the app)."""
         if self._start_task is None:
             self._start_task = spawn(self._start(), "downloads: start")
         return self._start_task
 
     async def _start(self) -> None:
-        store = self.context.paths.data_dir / "downloads.json"
-        token = self.context.settings.hf_token or None  # None: huggingface_hub's own stored token
-        manager = await asyncio.get_running_loop().run_in_executor(None, lambda: DownloadManager(store, token=token))
-        self.manager = manager
-        manager.start()
-        self.refresh()
-        self.timer.start()
+        await self.downloads.start()
+        self.refresh(self.downloads.snapshot())
 
-    async def add_job(self, job: DownloadJob) -> None:
-        """Queue ``job`` (its first save runs in the executor) and show it; raises when the queue cannot start."""
-        await self.start()
-        if self.manager is None:
-            raise RuntimeError("the download queue did not start")
-        await asyncio.get_running_loop().run_in_executor(None, self.manager.add, job)
-        self.refresh()
+    def shown_again(self) -> None:
+        self.refresh(self.downloads.snapshot())
 
-    def settings_changed(self) -> None:
-        """The token may have changed: jobs started from now on use the new one."""
-        if self.manager is not None:
-            self.manager.token = self.context.settings.hf_token or None
-
-    async def shutdown(self) -> None:
-        """Stop the workers; running jobs stay queued and continue at the next start."""
-        self.timer.stop()
-        if self._start_task is not None and not self._start_task.done():
-            await asyncio.wait([self._start_task], timeout=10)
-        if self.manager is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.manager.shutdown)
+    def _download_event(self, event: DownloadEvent) -> None:
+        if isinstance(event, DownloadsChanged):
+            self.refresh(event.snapshot)
 
     # --- the view ----------------------------------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Draw the latest snapshot; announce jobs that have just finished."""
-        if self.manager is None:
-            return
+    def refresh(self, snapshot: DownloadsSnapshot | None = None) -> None:
+        """Draw ``snapshot`` (default: the last one this page had)."""
         selected = self.selected_id()
-        self.views = self.manager.views()
-        self.table.setRowCount(len(self.views))
-        for row, view in enumerate(self.views):
+        if snapshot is not None:
+            self.snapshot = snapshot
+        views = self.views
+        self.table.setRowCount(len(views))
+        for row, view in enumerate(views):
             self._fill_row(row, view)
-            if view.state == DONE and self._states.get(view.id) not in (None, DONE):
-                self.download_completed.emit(view.local_path)
-            self._states[view.id] = view.state
-        self.pages.setCurrentIndex(0 if self.views else 1)  # the table, or the empty state
-        problem = self.manager.save_problem
+        self.pages.setCurrentIndex(0 if views else 1)  # the table, or the empty state
+        problem = self.snapshot.save_problem
         self.save_problem_label.setText(problem or "")
         self.save_problem_label.setVisible(bool(problem))
         if selected is not None:
-            ids = [v.id for v in self.views]
+            ids = [v.id for v in views]
             if selected in ids:
                 self.table.selectRow(ids.index(selected))
         self._selection_changed()
@@ -267,13 +238,9 @@ class DownloadsPanel(QWidget):
 
     def _act(self, action: str) -> asyncio.Task[Any] | None:
         job_id = self.selected_id()
-        if self.manager is None or job_id is None:
+        if job_id is None:
             return None
-        return spawn(self._run_action(getattr(self.manager, action), job_id), f"downloads: {action}")
-
-    async def _run_action(self, action: Any, job_id: str) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, action, job_id)  # saves the queue file
-        self.refresh()
+        return spawn(getattr(self.downloads, action)(job_id), f"downloads: {action}")
 
     def _pause(self) -> None:
         self._act("pause")

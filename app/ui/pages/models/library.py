@@ -3,20 +3,21 @@ row), and for the chosen model a human summary first — family, parameters, qua
 and whether it fits this machine — then the memory estimate, and the raw metadata and chat template under
 "Advanced". With no model yet, an empty state offers the starter model, Discover and adding a folder.
 
-Scans, header reads, machine memory and deletes run in the executor; the Qt thread only fills widgets. The "Loaded"
-badge follows the engine host (``ModelLoaded`` / ``ModelUnloaded``).
+The library is the workstation's (``workstation.library``): this page shows its last scan, asks for a fresh one on
+its first show, and follows ``LibraryChanged`` (a finished download, a model folder added here or in Settings).
+Scans, header reads, machine memory and deletes run off the Qt thread; the Qt thread only fills widgets. The
+"Loaded" badge follows the engine host (``ModelLoaded`` / ``ModelUnloaded``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QFontDatabase, QShowEvent
+from PySide6.QtGui import QDesktopServices, QFontDatabase
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -36,16 +37,16 @@ from app.core.units import format_bytes
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded
 from app.services.library.details import EntryDetails, entry_details
+from app.services.library.events import LibraryChanged, LibraryEvent, LibraryScanFailed, LibraryScanning
 from app.services.library.index import (
     KIND_GGUF,
     SOURCE_OLLAMA,
     LibraryEntry,
     LibraryError,
-    LibraryRoots,
     LibraryScan,
-    ModelLibrary,
 )
 from app.services.workstation import Workstation
+from app.ui.page import Page
 from app.ui.pages.models.estimator import ModelEstimator
 from app.ui.pages.models.table import (
     ACTION,
@@ -87,15 +88,15 @@ def _monospace(name: str) -> QPlainTextEdit:
     return edit
 
 
-class ModelsPanel(QWidget):
+class ModelsPanel(Page):
     load_in_chat_requested = Signal(str)  # a GGUF path (or "ollama:NAME" is never sent from here)
     serve_in_vllm_requested = Signal(str)  # an HF-format folder
     starter_requested = Signal()  # "Use the starter model" in the empty state (the chat page owns the flow)
     open_page_requested = Signal(str)  # a page path, e.g. "models/discover"
 
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
+        self.library = workstation.library
         self.entries: list[LibraryEntry] = []
         self.last_scan: LibraryScan | None = None
         self.details: EntryDetails | None = None
@@ -103,10 +104,11 @@ class ModelsPanel(QWidget):
         self.folder_dialog: QFileDialog | None = None
         self.loaded: dict[EngineKind, str] = {}
         self._scan_task: asyncio.Task[Any] | None = None
-        self._scan_again = False
+        self._start_task: asyncio.Task[Any] | None = None
         self._restyle = NextTurn(self, self._style)  # a theme change reloads the table: not while Qt restyles
         self._build()
         self._follow_the_host()
+        self.follow(self.library.subscribe(self._library_event))
 
     # --- layout ------------------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -174,7 +176,7 @@ class ModelsPanel(QWidget):
         """The model's own chat defaults (the per-model settings store the chat and the server read)."""
         from app.ui.pages.models.defaults import ModelDefaultsBox
 
-        self.defaults_box = ModelDefaultsBox(self.context)
+        self.defaults_box = ModelDefaultsBox(self.workstation)
         return Disclosure("Chat defaults for this model", self.defaults_box, "defaults_section")
 
     def _lay_out(self) -> None:
@@ -256,18 +258,12 @@ class ModelsPanel(QWidget):
 
     # --- the engine host: which model is loaded --------------------------------------------------------------
     def _follow_the_host(self) -> None:
-        host = self.context.host
+        host = self.workstation.host
         for kind in (EngineKind.LLAMACPP, EngineKind.OLLAMA):
             if (loaded := host.loaded(kind)) is not None:
                 self.loaded[kind] = loaded.entry
-        self._unsubscribe: Callable[[], None] | None = host.subscribe(self._engine_event)
-        self.destroyed.connect(lambda *_: self._stop_following())
+        self.follow(host.subscribe(self._engine_event))
         self._show_loaded()
-
-    def _stop_following(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
 
     def _engine_event(self, event: EngineEvent) -> None:
         if isinstance(event, ModelLoaded):
@@ -287,59 +283,46 @@ class ModelsPanel(QWidget):
         return self.model.is_loaded(entry)
 
     # --- scanning ----------------------------------------------------------------------------------------------
-    def showEvent(self, event: QShowEvent) -> None:
-        """The first show scans the library (and reads this machine's memory for the estimator)."""
-        super().showEvent(event)
-        if not loop_running():
-            return
-        if self._scan_task is None and self.last_scan is None:
-            self.rescan()
+    def start(self) -> asyncio.Task[Any]:
+        """The first show: the library's last scan at once, then a fresh one (cheap: unchanged headers are cached),
+        and this machine's memory for the estimator."""
+        if self._start_task is None:
+            if (scan := self.library.snapshot()) is not None:
+                self._show_scan(scan)
+            self._show_scanning(self.library.scanning)
+            spawn(self.estimator.refresh_machine(), "models: machine memory")
+            self._start_task = self.rescan()
+        return self._start_task
+
+    def shown_again(self) -> None:
         spawn(self.estimator.refresh_machine(), "models: machine memory")  # free memory changes: read it again
 
-    def start(self) -> object:
-        """The first show scans the library (``showEvent`` does it)."""
-        return self._scan_task
-
     async def shutdown(self) -> None:
-        """Stop following the engines; let a scan in progress finish (it only reads files; its result is dropped)."""
-        self._stop_following()
+        """Stop following the library and the engines; a scan in progress is the library's (it finishes there)."""
+        await super().shutdown()
         if self._scan_task is not None and not self._scan_task.done():
             await asyncio.wait({self._scan_task}, timeout=10)
 
-    def settings_changed(self) -> None:
-        """Model folders may have changed: scan again if the library was shown once."""
-        if self.last_scan is not None or self._scan_task is not None:
-            self.rescan()
-
     def rescan(self) -> asyncio.Task[Any]:
-        """Index the library again (off the Qt thread); a call during a scan runs one more after it."""
-        if self._scan_task is not None and not self._scan_task.done():
-            self._scan_again = True
-            return self._scan_task
-        self._scan_task = spawn(self._rescan(), "models: scan library")
+        """Ask the library for a fresh scan (off the Qt thread; shared with a scan in progress)."""
+        self._scan_task = spawn(self.library.scan(), "models: scan library")
         return self._scan_task
 
-    async def _rescan(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.progress.show()
-        self.rescan_button.setEnabled(False)
-        self.status_label.setText("Scanning…")
+    def _library_event(self, event: LibraryEvent) -> None:
+        if isinstance(event, LibraryScanning):
+            self._show_scanning(True, event.files_seen)
+        elif isinstance(event, LibraryChanged):
+            self._show_scanning(False)
+            self._show_scan(event.scan)
+        elif isinstance(event, LibraryScanFailed):
+            self._show_scanning(False)
+            self._say(event.message, error=True)
 
-        def progress(count: int, _path: str) -> None:
-            if count % 25 == 0:
-                loop.call_soon_threadsafe(self.status_label.setText, f"Scanning… {count} files")
-
-        try:
-            while True:
-                self._scan_again = False
-                library = ModelLibrary.for_app(self.context.settings, self.context.paths)
-                scan = await loop.run_in_executor(None, library.scan, progress)
-                self._show_scan(scan)
-                if not self._scan_again:
-                    break
-        finally:
-            self.progress.hide()
-            self.rescan_button.setEnabled(True)
+    def _show_scanning(self, scanning: bool, files_seen: int = 0) -> None:
+        self.progress.setVisible(scanning)
+        self.rescan_button.setEnabled(not scanning)
+        if scanning:
+            self.status_label.setText(f"Scanning… {files_seen} files" if files_seen else "Scanning…")
 
     def _show_scan(self, scan: LibraryScan) -> None:
         selected = self.selected_entry()
@@ -351,7 +334,7 @@ class ModelsPanel(QWidget):
         count = len(scan.entries)
         text = f"{count} model{'' if count == 1 else 's'} · {format_bytes(total)}" if scan.entries else ""
         self.status_label.setText(text + (f" · {broken} unusable (in red)" if broken else ""))
-        roots = LibraryRoots.from_settings(self.context.settings, self.context.paths).all()
+        roots = self.library.roots().all()
         self.status_label.setToolTip("Looked in:\n" + "\n".join(str(r) for r in roots))
         self.problems_label.setText("\n".join(scan.problems))
         self.problems_label.setVisible(bool(scan.problems))
@@ -396,13 +379,12 @@ class ModelsPanel(QWidget):
         dialog.open()
 
     def add_model_folder(self, folder: str) -> asyncio.Task[Any] | None:
-        """Add ``folder`` to the model folders (saved with the settings) and scan again."""
+        """Add ``folder`` to the model folders (the one road for settings: saved, and the library scans again)."""
         if not folder:
             return None
-        settings = self.context.settings
-        if folder not in settings.model_folders:
-            settings.model_folders = [*settings.model_folders, folder]
-            spawn(self.context.save_settings(), "save settings")
+        folders = self.workstation.settings.model_folders
+        if folder not in folders:
+            self.workstation.update_settings(model_folders=[*folders, folder])
         name = Path(folder).name or folder
         self.notice.show_notice(f"Added the folder {name}: looking for models in it…", key="folder")
         return self.rescan()
@@ -559,9 +541,8 @@ class ModelsPanel(QWidget):
             spawn(self._delete(entry), "models: delete")
 
     async def _delete(self, entry: LibraryEntry) -> None:
-        library = ModelLibrary.for_app(self.context.settings, self.context.paths)
         try:
-            removed = await asyncio.get_running_loop().run_in_executor(None, library.delete, entry.path)
+            removed = await self.library.delete(entry.path)
         except LibraryError as exc:
             log.warning("%s", exc)  # the full path goes to the log; the banner names the file
             message = str(exc)
@@ -570,5 +551,4 @@ class ModelsPanel(QWidget):
             self._say(message, error=True)
             return
         log.info("Deleted %s (%d files)", entry.name, len(removed))
-        await self.rescan()
         self._say(f"Deleted {entry.name}.")

@@ -29,8 +29,10 @@ from PySide6.QtWidgets import (
 
 from app.core.units import format_bytes, relative_time
 from app.services.engines.entries import OLLAMA_PREFIX
-from app.services.ollama.client import LocalModel, OllamaError, OllamaService, OllamaStatus, PullProgress, RunningModel
+from app.services.ollama.client import LocalModel, OllamaError, OllamaStatus, PullProgress, RunningModel
+from app.services.settings_changes import SettingsChanged
 from app.services.workstation import Workstation
+from app.ui.page import Page
 from app.ui.pages.models.widgets import EmptyState, icon_button, refresh_icons, shrinking_label
 from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S, set_role
 from app.ui.tasks import loop_running, spawn
@@ -60,12 +62,11 @@ def _fill(table: QTableWidget, names: list[str], rows: list[list[tuple[str, str,
             table.setItem(row, column, item)
 
 
-class OllamaModelsPanel(QWidget):
+class OllamaModelsPanel(Page):
     chat_requested = Signal(str)  # the model entry, "ollama:NAME"
 
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
         self.ollama_running = False
         self.status: OllamaStatus | None = None
         self.installed: list[LocalModel] = []
@@ -212,27 +213,23 @@ class OllamaModelsPanel(QWidget):
             self._started = self.recheck()
         return self._started
 
+    def shown_again(self) -> None:
+        """A later show asks Ollama again."""
+        self.recheck()
+
     def showEvent(self, event: QShowEvent) -> None:
-        """The first show starts the panel; a later one asks Ollama again. Memory is polled while visible."""
+        """Memory is polled while the page is visible."""
         super().showEvent(event)
-        if not loop_running():
-            return
-        if self._started is None:
-            self.start()
-        else:
-            self.recheck()
-        self.timer.start()
+        if loop_running():
+            self.timer.start()
 
     def hideEvent(self, event: QHideEvent) -> None:
         super().hideEvent(event)
         self.timer.stop()
 
-    async def shutdown(self) -> None:
-        """Nothing runs in the background here: each action is one request."""
-
-    def settings_changed(self) -> None:
-        """Call after the settings change: the Ollama host is read again."""
-        if self._started is not None:
+    def settings_changed(self, event: SettingsChanged) -> None:
+        """A new Ollama host: ask it."""
+        if event.touches("ollama_host") and self._started is not None:
             self.recheck()
 
     def recheck(self) -> asyncio.Task[Any]:
@@ -251,17 +248,14 @@ class OllamaModelsPanel(QWidget):
         async with self._lock:  # one conversation with Ollama at a time; a refresh never overtakes another
             await step()
 
-    def _service(self) -> OllamaService:
-        return OllamaService(self.context.settings.ollama_host)
-
     async def refresh(self) -> None:
         try:
-            async with self._service() as service:
+            async with self.workstation.ollama.use() as service:
                 status = await service.status()
                 if status.running:
                     installed, running = await service.list_models(), await service.running_models()
         except OllamaError as exc:  # an unusable host setting, or Ollama went away between two calls
-            status = OllamaStatus(False, self.context.settings.ollama_host, reason=str(exc))
+            status = OllamaStatus(False, self.workstation.settings.ollama_host, reason=str(exc))
         self._show_status(status)
         if status.running:
             self._fill_installed(installed)
@@ -269,7 +263,7 @@ class OllamaModelsPanel(QWidget):
 
     async def refresh_running(self) -> None:
         try:
-            async with self._service() as service:
+            async with self.workstation.ollama.use() as service:
                 running = await service.running_models()
         except OllamaError as exc:  # stopped since the last look: say so calmly, once
             log.info("Ollama models in memory not listed: %s", exc)
@@ -373,7 +367,7 @@ class OllamaModelsPanel(QWidget):
 
     async def _delete(self, name: str) -> None:
         try:
-            async with self._service() as service:
+            async with self.workstation.ollama.use() as service:
                 await service.delete(name)
         except OllamaError as exc:
             log.warning("delete %s failed: %s", name, exc)
@@ -401,7 +395,7 @@ class OllamaModelsPanel(QWidget):
 
     async def _pull(self, name: str) -> None:
         try:
-            async with self._service() as service:
+            async with self.workstation.ollama.use() as service:
                 await service.pull(name, self._pull_progressed)
         except OllamaError as exc:
             log.warning("pull %s failed: %s", name, exc)

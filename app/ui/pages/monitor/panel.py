@@ -1,21 +1,19 @@
 """The Monitor page: live GPU/RAM/CPU, the engines' memory and KV cache, charts, alerts and exports.
 
-A ``MonitorSampler`` thread takes snapshots (default 2 Hz); each crosses to the Qt thread through a queued
-signal, feeds the charts' bounded history, and the views are redrawn from the latest snapshot only.
-The sampler is built in an executor (its imports and NVML start-up stay off the Qt thread) and stopped in
-``shutdown``. Exports and the Prometheus endpoint also run in executors.
+A view of the workstation's monitor service, which samples from the window's start-up whether or not this page
+is open: on its first show the page takes the service's samples so far and follows its events; the views are
+redrawn from the latest sample only, while the page is visible. Exports run in executors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -32,7 +30,18 @@ from app.core.monitor.alerts import Alert
 from app.core.monitor.snapshot import MonitorSnapshot
 from app.core.monitor.timeseries import MonitorHistory
 from app.core.units import format_bytes
+from app.services.monitor.events import (
+    AlertsChanged,
+    ExporterChanged,
+    ExporterState,
+    MonitorEvent,
+    SampleTaken,
+    SamplingChanged,
+)
+from app.services.monitor.service import HISTORY_CAPACITY, MonitorService
+from app.services.settings_changes import SettingsChanged
 from app.services.workstation import Workstation
+from app.ui.page import Page
 from app.ui.pages.monitor.views import (
     AlertList,
     EnginesView,
@@ -45,69 +54,29 @@ from app.ui.pages.monitor.views import (
 )
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S
-from app.ui.tasks import loop_running, spawn
+from app.ui.tasks import spawn
 from app.ui.widgets.timeseries_chart import ChartWidget
 
-if TYPE_CHECKING:
-    from app.services.monitor.engine_processes import EngineTarget
-    from app.services.monitor.prometheus import PrometheusExporter
-    from app.services.monitor.sampler import MonitorSampler
-
 log = logging.getLogger("app.ui")
-
-TargetsProvider = Callable[[], Sequence["EngineTarget"]]
-SamplerFactory = Callable[[Callable[[], Sequence["EngineTarget"]]], "MonitorSampler"]
-DEFAULT_PROMETHEUS_PORT = 9464
-MIN_INTERVAL_S = 0.1
-
-
-AUTOSTART_DELAY_MS = 3000  # after the window shows: sampling (alerts in the status bar) begins then
-
-
-def default_sampler(targets: Callable[[], Sequence[EngineTarget]]) -> MonitorSampler:
-    """A real sampler (real NVML); runs in an executor, so its imports stay off the Qt thread."""
-    from app.services.monitor.sampler import MonitorSampler
-
-    return MonitorSampler(targets=targets)
-
 
 # What an empty chart waits for (the engines' figures only move while they work)
 TOKENS_WAITING = "Shows while an engine generates: send a message in Chat, or run a batch or a bench."
 REQUESTS_WAITING = "Shows vLLM's running and waiting requests once a vLLM server runs."
 
 
-class MonitorPanel(QWidget):
-    snapshot_arrived = Signal(object, object)  # MonitorSnapshot, tuple[Alert, ...]; emitted on the sampler thread
-    alerts_changed = Signal(list)  # the alert messages now in force (empty: none)
-    settings_changed_requested = Signal(dict)  # {"prometheus_enabled": …, "prometheus_port": …}
+class MonitorPanel(Page):
+    open_page_requested = Signal(str)  # "chat": the empty engines card's action
 
-    def __init__(
-        self,
-        context: Workstation,
-        parent: QWidget | None = None,
-        *,
-        targets: TargetsProvider | None = None,
-        sampler_factory: SamplerFactory | None = None,
-        autostart: bool = True,
-    ) -> None:
-        super().__init__(parent)
-        self.context = context
-        self._targets_provider = targets or self._context_targets
-        self._factory = sampler_factory or default_sampler
-        self._targets: tuple[EngineTarget, ...] = ()  # read by the sampler thread; replaced, never mutated
-        self.sampler: MonitorSampler | None = None
-        self.exporter: PrometheusExporter | None = None
-        self.history = MonitorHistory(capacity=1200)
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
+        self.monitor: MonitorService = workstation.monitor
+        self.history = MonitorHistory(capacity=HISTORY_CAPACITY)
         self.latest: MonitorSnapshot | None = None
         self.alerts: tuple[Alert, ...] = ()
-        self._closed = False
+        self.exporter_state = ExporterState()
+        self._following = False
         self._redraw_pending = False
-        self._start_task: asyncio.Task[Any] | None = None
         self._build()
-        self.snapshot_arrived.connect(self._on_snapshot)
-        if autostart:  # not at once: start-up stays free of NVML; showing the page starts it earlier
-            QTimer.singleShot(AUTOSTART_DELAY_MS, self._autostart)
-        self._autostart_enabled = autostart
 
     # --- layout ----------------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -177,7 +146,7 @@ class MonitorPanel(QWidget):
         self.prometheus_check.setToolTip("Serve the app's metrics at http://127.0.0.1:PORT/metrics for Prometheus.")
         self.prometheus_port = QSpinBox()
         self.prometheus_port.setRange(1024, 65535)
-        self.prometheus_port.setValue(self.context.settings.prometheus_port or DEFAULT_PROMETHEUS_PORT)
+        self.prometheus_port.setValue(self.workstation.settings.prometheus_port)
         self.prometheus_check.toggled.connect(self._prometheus_toggled)
         self.export_label = shrinkable(caption())
         self.export_label.setObjectName("monitor_export_status")
@@ -187,68 +156,53 @@ class MonitorPanel(QWidget):
         return row
 
     def open_chat(self) -> None:
-        """The empty state's action: show the Chat page (through the window, which knows the pages)."""
-        open_path = getattr(self.window(), "open_path", None)
-        if callable(open_path):
-            open_path("chat")
+        """The empty state's action: show the Chat page."""
+        self.open_page_requested.emit("chat")
 
-    # --- sampling --------------------------------------------------------------------------------------------
-    def _autostart(self) -> None:
-        if not self._closed and self.sampler is None and loop_running():
-            self.start()
-
+    # --- following the monitor service ---------------------------------------------------------------------
     def start(self) -> asyncio.Task[Any]:
-        """Build the sampler off the Qt thread and start its thread; idempotent."""
-        if self._start_task is None:
-            self._start_task = spawn(self._start(), "monitor: start")
-        return self._start_task
+        """Take what the monitor gathered so far, follow its events, and start it if the window has not yet."""
+        if not self._following:
+            self._following = True
+            state = self.monitor.snapshot()
+            for sample in state.samples:
+                self.history.add(sample)
+            self.latest, self.alerts = state.latest, state.alerts
+            self._show_sampling(state.interval_s)
+            self._show_exporter(state.exporter)
+            self.follow(self.monitor.subscribe(self._monitor_event))
+            self._schedule_redraw()
+        return spawn(self.monitor.start(), "monitor: start")
 
-    async def _start(self) -> None:
-        self._refresh_targets()
-        loop = asyncio.get_running_loop()
-        sampler = await loop.run_in_executor(None, self._factory, lambda: self._targets)
-        if self._closed:
-            await loop.run_in_executor(None, sampler.close)
-            return
-        sampler.interval_s = min(max(float(self.context.settings.monitor_interval_s), MIN_INTERVAL_S), 60.0)
-        self.sampler = sampler
-        self.destroyed.connect(lambda *_: sampler.request_stop())  # a window dropped without shutdown()
-        sampler.start(self._deliver)
-        self.status_label.setText(f"Sampling every {sampler.interval_s:g} s.")
-        if self.context.settings.prometheus_enabled and not self.prometheus_check.isChecked():
-            self.prometheus_check.setChecked(True)  # starts the endpoint the user turned on last time
+    def shown_again(self) -> None:
+        self._schedule_redraw()
 
-    def _deliver(self, snapshot: MonitorSnapshot, alerts: tuple[Alert, ...]) -> None:
-        """On the sampler thread: hand over to the Qt thread (a queued signal); never touch widgets here."""
-        if self._closed:
-            return
-        try:
-            self.snapshot_arrived.emit(snapshot, alerts)
-        except RuntimeError:  # the widget is gone: stop sampling for it
-            self._closed = True
-            if self.sampler is not None:
-                self.sampler.request_stop()
+    def _monitor_event(self, event: MonitorEvent) -> None:
+        if isinstance(event, SampleTaken):
+            self.history.add(event.sample)
+            self.latest = event.sample
+            self._schedule_redraw()
+        elif isinstance(event, AlertsChanged):
+            self.alerts = event.alerts
+        elif isinstance(event, SamplingChanged):
+            self._show_sampling(event.interval_s)
+        elif isinstance(event, ExporterChanged):
+            self._show_exporter(event.state)
 
-    def _on_snapshot(self, snapshot: MonitorSnapshot, alerts: tuple[Alert, ...]) -> None:
-        if self._closed:
-            return
-        self.history.add(snapshot)
-        self.latest = snapshot
-        if [a.message for a in alerts] != [a.message for a in self.alerts]:
-            self.alerts_changed.emit([a.message for a in alerts])
-        self.alerts = alerts
-        if self.exporter is not None:
-            self.exporter.update(snapshot, alerts)
-        self._refresh_targets()
+    def _show_sampling(self, interval_s: float | None) -> None:
+        if interval_s is not None:
+            self.status_label.setText(f"Sampling every {interval_s:g} s.")
+
+    def _schedule_redraw(self) -> None:
         if not self._redraw_pending and self.isVisible():
             self._redraw_pending = True
-            QTimer.singleShot(0, self.redraw)
+            QTimer.singleShot(0, self, self.redraw)
 
     def redraw(self) -> None:
         """Draw the latest snapshot (several arriving at once are drawn once)."""
         self._redraw_pending = False
         snapshot = self.latest
-        if snapshot is None or self._closed:
+        if snapshot is None:
             return
         self.system_view.display(snapshot)
         self.engines_view.display(snapshot)
@@ -269,23 +223,6 @@ class MonitorPanel(QWidget):
         self.charts["tokens"].set_series([("tok/s", series["generation_tokens_per_s"].points())], now_s)
         requests = [("running", series["requests_running"].points()), ("waiting", series["requests_waiting"].points())]
         self.charts["requests"].set_series(requests, now_s)
-
-    def _refresh_targets(self) -> None:
-        try:
-            self._targets = tuple(self._targets_provider())
-        except Exception as exc:  # a panel's state must not stop the monitor
-            log.warning("monitor: could not list the engines: %s", exc)
-
-    def _context_targets(self) -> list[EngineTarget]:
-        from app.services.monitor.engine_processes import host_targets  # psutil: loaded with the monitor
-
-        return host_targets(self.context.host)
-
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if self._autostart_enabled:
-            QTimer.singleShot(0, self._autostart)
-        QTimer.singleShot(0, self.redraw)
 
     # --- exports ---------------------------------------------------------------------------------------------
     def _ask_path(self, title: str, filters: str, action: Callable[[Path], Any]) -> None:
@@ -318,55 +255,29 @@ class MonitorPanel(QWidget):
         else:
             self.export_label.setText(f"Could not save the {what} to {path}: {reason}. Choose another folder.")
 
-    # --- Prometheus --------------------------------------------------------------------------------------------
+    # --- Prometheus ---------------------------------------------------------------------------------------------
     def _prometheus_toggled(self, on: bool) -> None:
-        spawn(self.set_prometheus(on), "monitor: prometheus")
+        """The box is the ``prometheus_enabled`` setting; the monitor follows it. Ticked again after a failure
+        (a port in use), the same choice is tried again."""
         changes = {"prometheus_enabled": on, "prometheus_port": self.prometheus_port.value()}
-        if changes != {k: getattr(self.context.settings, k) for k in changes}:
-            self.settings_changed_requested.emit(changes)
+        if self.workstation.update_settings(**changes) is None:
+            spawn(self.monitor.apply_exporter(), "monitor: prometheus")
 
-    async def set_prometheus(self, on: bool) -> None:
-        """Start or stop the opt-in endpoint; a port in use is reported and the box unticked."""
-        from app.services.monitor.prometheus import PrometheusExporter, PrometheusExportError
-
-        loop = asyncio.get_running_loop()
-        if not on:
-            exporter, self.exporter = self.exporter, None
-            if exporter is not None:
-                await loop.run_in_executor(None, exporter.stop)
+    def _show_exporter(self, state: ExporterState) -> None:
+        was = self.exporter_state
+        self.exporter_state = state
+        self.prometheus_check.blockSignals(True)
+        wanted = self.workstation.settings.prometheus_enabled and not state.problem
+        self.prometheus_check.setChecked(state.running or wanted)
+        self.prometheus_check.blockSignals(False)
+        self.prometheus_port.setEnabled(not state.running)
+        if state.running:
+            self.export_label.setText(f"Serving metrics at {state.url}")
+        elif state.problem:
+            self.export_label.setText(state.problem)
+        elif was.running:
             self.export_label.setText("Prometheus endpoint stopped.")
-            self.prometheus_port.setEnabled(True)
-            return
-        if self.exporter is not None:
-            return
-        exporter = PrometheusExporter(self.prometheus_port.value())
-        try:
-            await loop.run_in_executor(None, exporter.start)
-        except PrometheusExportError as exc:
-            self.export_label.setText(str(exc))
-            self.prometheus_check.blockSignals(True)
-            self.prometheus_check.setChecked(False)
-            self.prometheus_check.blockSignals(False)
-            return
-        if self.latest is not None:
-            exporter.update(self.latest, self.alerts)
-        self.exporter = exporter
-        self.prometheus_port.setEnabled(False)
-        self.export_label.setText(f"Serving metrics at {exporter.url}")
 
-    # --- shutdown ----------------------------------------------------------------------------------------------
-    def settings_changed(self) -> None:
-        """The monitor's own settings change from its page (the Prometheus toggle and port)."""
-
-    async def shutdown(self) -> None:
-        """Stop the sampler thread and the endpoint; later snapshots are dropped."""
-        self._closed = True
-        loop = asyncio.get_running_loop()
-        if self._start_task is not None and not self._start_task.done():
-            await asyncio.wait({self._start_task}, timeout=10)
-        sampler, self.sampler = self.sampler, None
-        if sampler is not None:
-            await loop.run_in_executor(None, sampler.close)
-        exporter, self.exporter = self.exporter, None
-        if exporter is not None:
-            await loop.run_in_executor(None, exporter.stop)
+    def settings_changed(self, event: SettingsChanged) -> None:
+        if event.touches("prometheus_port") and not self.exporter_state.running:
+            self.prometheus_port.setValue(self.workstation.settings.prometheus_port)

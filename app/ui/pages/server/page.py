@@ -1,17 +1,19 @@
 """The API server page: the machine's one local LLM endpoint (OpenAI- and Anthropic-compatible) over every engine.
 Start/stop, where it listens, its key, the URL to copy, snippets to paste, and a live log of the requests.
 
-The server runs on the window's loop with the window's engine host, so a chat here and an API client share the
-loaded model (requests to a busy llama.cpp queue in arrival order; the log shows the wait)."""
+The page is a view of ``workstation.api``: the server runs on the window's loop with the window's engine host (a
+chat and an API client share the loaded model; the log shows the wait), keeps serving while other pages are shown,
+and its request log is the service's, intact whenever the page is opened. The form writes the settings."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -36,8 +38,10 @@ from PySide6.QtWidgets import (
 
 from app.core.errors import AppError
 from app.core.units import MISSING
+from app.services.api.events import ApiEvent, ApiRequestLogged, ApiSnapshot, ApiState, ApiStateChanged
 from app.services.engines.entries import EngineKind
 from app.services.workstation import Workstation
+from app.ui.page import Page
 from app.ui.pages.server.snippets import SNIPPETS
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_M, SPACE_S, set_role
@@ -46,27 +50,26 @@ from app.ui.widgets.notices import NoticeArea
 
 if TYPE_CHECKING:
     from app.services.api.records import RequestRecord
-    from app.services.api.server import ApiServer
+    from app.services.settings_changes import SettingsChanged
 
 HOSTS = (("127.0.0.1", "This machine only (127.0.0.1)"), ("0.0.0.0", "The network (0.0.0.0) — needs an API key"))
 COLUMNS = ("Time", "Client", "Endpoint", "Model", "Engine", "Tokens in/out", "Wait", "TTFT", "tok/s", "Status")
 MAX_ROWS = 200
+FORM_SETTINGS = ("api_host", "api_port", "api_key", "api_idle_ttl_s", "api_autostart")
+BUSY = (ApiState.STARTING, ApiState.STOPPING)
 
 
-class ServerPage(QWidget):
-    serving_changed = Signal(object, int)  # (the URL while it runs, else None; the requests since it started)
-
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
-        self.server: ApiServer | None = None
-        self._unsubscribe: Any = None
+class ServerPage(Page):
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
         self._rows: dict[int, int] = {}  # request id → table row
-        self.requests = 0  # since the server started
-        self._busy = False
         self._build()
         self._load_settings()
-        self._show_state()
+        snapshot = workstation.api.snapshot()  # a server started before the page (autostart), its log so far
+        for record in snapshot.records[-MAX_ROWS:]:
+            self._record(record)
+        self._show_state(snapshot)
+        self.follow(workstation.api.subscribe(self._api_event))
 
     # --- layout ---------------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -182,97 +185,65 @@ class ServerPage(QWidget):
         return card
 
     # --- the Page protocol ----------------------------------------------------------------------------------
-    def start(self) -> asyncio.Task[Any] | None:
-        """Start the server when the settings say so (the window builds this page at start-up then)."""
-        if self.context.settings.api_autostart and self.server is None:
-            return spawn(self._start(), "server: start")
-        return None
-
-    def settings_changed(self) -> None:
-        if self.server is None:
+    def settings_changed(self, event: SettingsChanged) -> None:
+        if event.touches(*FORM_SETTINGS):  # written here, or elsewhere (the Settings page, a file read again)
             self._load_settings()
-
-    async def shutdown(self) -> None:
-        await self._stop()
+            self._fill_snippets()
 
     # --- start / stop ---------------------------------------------------------------------------------------
     def toggle(self) -> asyncio.Task[Any] | None:
-        if self._busy:
+        api = self.workstation.api
+        if api.state in BUSY:
             return None
-        return spawn(self._stop() if self.server is not None else self._start(), "server: start/stop")
+        if api.state is ApiState.SERVING:
+            return spawn(api.stop(), "server: stop")
+        self._save_settings()  # what the form shows is what starts (a key still being typed included)
+        return spawn(self._start(), "server: start")
 
     async def _start(self) -> None:
-        from app.services.api.config import ServerConfig
-        from app.services.api.server import ApiServer
-
-        self._busy = True
-        self.notices.clear()
-        ttl_s = float(self.ttl.value() * 60)
-        config = ServerConfig(host=self._host(), port=self.port.value(), api_key=self._key(), idle_ttl_s=ttl_s)
-        self.start_button.setEnabled(False)
-        self.url_label.setText("Starting…")
-        try:
-            server = await asyncio.get_running_loop().run_in_executor(
-                None, ApiServer.for_workstation, self.context, config
-            )  # reads the library's folders: off the Qt thread
-            await server.start()
-        except AppError as exc:
-            self.notices.show_notice(str(exc), "error", key="server")
-        except OSError as exc:
-            self.notices.show_notice(f"The server could not start: {exc}", "error", key="server")
-        else:
-            self.server = server
-            self.requests = 0
-            self._unsubscribe = server.subscribe(self._record)
-        finally:
-            self._busy = False
-            self._show_state()
-
-    async def _stop(self) -> None:
-        server, self.server = self.server, None
-        if server is None:
-            return
-        self._busy = True
-        self.start_button.setEnabled(False)
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        try:
-            await server.stop()
-        finally:
-            self._busy = False
-            self._show_state()
+        with contextlib.suppress(AppError, OSError):  # the service's snapshot says why: shown as a notice
+            await self.workstation.api.start()
 
     # --- state ----------------------------------------------------------------------------------------------
     @property
     def url(self) -> str | None:
-        return self.server.url if self.server is not None else None
+        return self.workstation.api.url
 
     @property
     def api_key(self) -> str | None:
         """The key the running server asks for (None: none, or not running)."""
-        return self.server.config.api_key if self.server is not None else None
+        return self.workstation.api.api_key
 
-    def _show_state(self) -> None:
-        running = self.server is not None
-        self.start_button.setEnabled(not self._busy)
-        self.start_button.setText("Stop server" if running else "Start server")
-        self.start_button.setIcon(icon("stop" if running else "play"))
-        self.url_label.setText(f"● Listening on {self.url}" if running else "Not running.")
-        self.copy_url.setEnabled(running)
+    def _api_event(self, event: ApiEvent) -> None:
+        if isinstance(event, ApiStateChanged):
+            self._show_state(event.snapshot)
+        elif isinstance(event, ApiRequestLogged):
+            self._record(event.record)
+
+    def _show_state(self, snapshot: ApiSnapshot) -> None:
+        state, url = snapshot.state, snapshot.url
+        self.start_button.setEnabled(state not in BUSY)
+        self.start_button.setText("Stop server" if state is ApiState.SERVING else "Start server")
+        self.start_button.setIcon(icon("stop" if state is ApiState.SERVING else "play"))
+        self.url_label.setText(_state_line(snapshot))
+        self.copy_url.setEnabled(url is not None)
         for widget in (self.host_box, self.port, self.key, self.ttl):
-            widget.setEnabled(not running)
+            widget.setEnabled(state in (ApiState.STOPPED, ApiState.FAILED))
+        if state is ApiState.FAILED and snapshot.error:
+            self.notices.show_notice(snapshot.error, "error", key="server")
+        elif state is ApiState.STARTING:
+            self.notices.clear()
         self._fill_snippets()
-        self.serving_changed.emit(self.url, self.requests)
 
     def _fill_snippets(self) -> None:
         url = self.url or f"http://{self._host_for_clients()}:{self.port.value() or 8417}"
+        key = self.api_key if self.url else self._key()  # serving: the key it asks for, whatever the form says
         model = self._example_model()
         for text, (_name, make) in zip(self.snippet_texts, SNIPPETS, strict=True):
-            text.setPlainText(make(url, model, self._key()))
+            text.setPlainText(make(url, model, key))
 
     def _example_model(self) -> str:
-        loaded = self.context.host.loaded(EngineKind.LLAMACPP)
+        loaded = self.workstation.host.loaded(EngineKind.LLAMACPP)
         if loaded is not None:
             from app.services.library.names import model_display_name
 
@@ -305,8 +276,6 @@ class ServerPage(QWidget):
             self.table.insertRow(0)
             self._rows = {rid: r + 1 for rid, r in self._rows.items()}
             self._rows[record.id] = row = 0
-            self.requests += 1
-            self.serving_changed.emit(self.url, self.requests)
             if self.table.rowCount() > MAX_ROWS:
                 self.table.removeRow(self.table.rowCount() - 1)
                 self._rows = {rid: r for rid, r in self._rows.items() if r < MAX_ROWS}
@@ -316,26 +285,33 @@ class ServerPage(QWidget):
 
     # --- settings -------------------------------------------------------------------------------------------
     def _load_settings(self) -> None:
-        settings = self.context.settings
+        settings = self.workstation.settings
         widgets = (self.host_box, self.port, self.key, self.ttl, self.autostart)
         for widget in widgets:
             widget.blockSignals(True)
         index = self.host_box.findData(settings.api_host)
         self.host_box.setCurrentIndex(max(index, 0))
         self.port.setValue(settings.api_port)
-        self.key.setText(settings.api_key)
+        if self.key.text().strip() != settings.api_key:  # the same key: the cursor stays where it is
+            self.key.setText(settings.api_key)
         self.ttl.setValue(round(settings.api_idle_ttl_s / 60))
         self.autostart.setChecked(settings.api_autostart)
         for widget in widgets:
             widget.blockSignals(False)
 
     def _save_settings(self) -> None:
-        settings = self.context.settings
-        settings.api_host, settings.api_port = self._host(), self.port.value()
-        settings.api_key, settings.api_idle_ttl_s = self.key.text().strip(), float(self.ttl.value() * 60)
-        settings.api_autostart = self.autostart.isChecked()
+        self.workstation.update_settings(
+            api_host=self._host(), api_port=self.port.value(), api_key=self.key.text().strip(),
+            api_idle_ttl_s=float(self.ttl.value() * 60), api_autostart=self.autostart.isChecked(),
+        )  # fmt: skip
         self._fill_snippets()
-        spawn(self.context.save_settings(), "save settings")
+
+
+def _state_line(snapshot: ApiSnapshot) -> str:
+    if snapshot.state is ApiState.SERVING:
+        pending = " · restart it to apply the changed settings" if snapshot.restart_to_apply else ""
+        return f"● Listening on {snapshot.url}{pending}"
+    return {ApiState.STARTING: "Starting…", ApiState.STOPPING: "Stopping…"}.get(snapshot.state, "Not running.")
 
 
 def _cells(record: RequestRecord) -> list[str]:

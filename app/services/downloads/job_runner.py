@@ -1,7 +1,5 @@
-"""The download queue: persistent jobs run on worker threads, with pause/resume/cancel/retry and live figures.
-
-Views (the Downloads tab, the CLI's progress bar) poll ``DownloadManager.views()`` for the latest snapshot;
-worker threads never call into a view. ``run_job`` is the blocking unit both the queue and the CLI use.
+"""A download job's runner: ``run_job`` downloads, verifies and places one job's files (blocking; the queue runs
+it on worker threads, the CLI on its own), with the live figures (``JobControl``, ``JobView``, ``SpeedMeter``).
 """
 
 from __future__ import annotations
