@@ -70,6 +70,7 @@ class FakeOpenAIServer(FakeServer):
         self.max_model_len = max_model_len
         self.loading = False
         self.token_delay_s = 0.0
+        self.overlap = 0  # >1: streams hold their tokens until that many generations have run at once (30 s at most)
         self.reply: Callable[[str], list[str]] = echo_tokens
         self.metrics_page = METRICS_FIXTURE.read_text(encoding="utf-8")
         self.finished: dict[str, str] = {}
@@ -339,6 +340,10 @@ class _Handler(TrackedHandler):
         return plan, ""
 
     def _wait_token(self, plan: _Plan) -> None:
+        fake = self.fake
+        if fake.overlap > 1:
+            with fake._changed:
+                fake._changed.wait_for(lambda: fake.max_in_flight >= fake.overlap, 30)
         delay = self.fake.token_delay_s
         if delay and self.fake._stopping.wait(delay):
             raise Abort

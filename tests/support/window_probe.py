@@ -43,10 +43,9 @@ async def _settle(window) -> None:
     from tests.support.waiting import until
 
     await until(lambda: window.isVisible() and window.chat_panel.composer.send_button.isVisible())
-    from PySide6.QtWidgets import QApplication
-
-    for _ in range(5):  # a few turns, not a time: the frame's own fitting (a zero timer), the layouts' requests
-        QApplication.processEvents()
+    # A few turns of the loop, not a time: the frame's own fitting (a zero timer), the layouts' requests. Qt runs its
+    # events between the loop's turns (qasync); a nested processEvents() here would re-enter other tasks' steps.
+    for _ in range(10):
         await asyncio.sleep(0)
 
 

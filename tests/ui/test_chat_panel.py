@@ -297,7 +297,10 @@ def test_vllm_chats_generate_at_once_and_keep_going_in_the_background(qtbot, qlo
     from tests.support.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(models=("tiny-llama",)) as fake:
-        fake.token_delay_s = 0.05  # each reply takes ~0.4 s, so the two overlap
+        fake.token_delay_s = 0.05
+        fake.overlap = (
+            2  # the first reply holds its tokens until the second runs beside it: they overlap on any machine
+        )
 
         async def scenario():
             window = await make_window()
