@@ -126,10 +126,12 @@ def _options_body(options: GenerationOptions | None, *, chat: bool) -> dict[str,
     if chat and options.tools:
         body["tools"] = options.tools
         body["tool_choice"] = options.tool_choice or "auto"
-        if not options.parallel_tool_calls:
+        if not options.parallel_calls:  # one call when a call is forced, unless several were asked
             body["parallel_tool_calls"] = False
     if chat:
         body.update(thinking_fields(options))
+    if options.echo and not chat:  # the prompt first (with its tokens' logprobs when asked): vLLM does it itself
+        body["echo"] = True
     if options.logprobs:  # chat: a flag and a count; completions: the count itself
         if chat:
             body["logprobs"] = True
@@ -245,6 +247,7 @@ class Reply:
     last_at: float | None = None
     finish: str | None = None
     usage: dict[str, Any] | None = None
+    stop_sequence: str | None = None  # the stop string that ended it (vLLM's ``stop_reason``)
 
     def stats(self, finish: str) -> ReplyStats:
         completion = int(self.usage.get("completion_tokens") or 0) if self.usage else len(self.parts)
@@ -258,6 +261,7 @@ class Reply:
             decode_tokens_per_s=decode,
             total_ms=(time.perf_counter() - self.sent_at) * 1000,
             finish_reason=finish,
+            stop_sequence=self.stop_sequence if finish == "stop" else None,
         )
 
 
@@ -292,6 +296,8 @@ def absorb_delta(reply: Reply, chunk: Any) -> Delta | None:
         calls += [c for c in delta.get("tool_calls") or [] if isinstance(c, dict)]
         logprobs += _logprob_entries(choice.get("logprobs"))
         reply.finish = choice.get("finish_reason") or reply.finish
+        if isinstance(stop := choice.get("stop_reason"), str) and stop:  # a stop string; an int is a token id
+            reply.stop_sequence = stop
     if text or calls or reasoning:
         now = time.perf_counter()
         reply.first_at = reply.first_at or now

@@ -48,6 +48,7 @@ from app.backends.protocol import (
 from app.backends.raw_http import KeptAlivePoster
 from app.backends.server_url import normalize_server_url
 from app.core.chat.conversation import ReplyStats
+from app.core.chat.prompt_errors import vllm_context_hint
 from app.core.errors import InvalidInputError
 from app.core.lazy_import import lazy_import
 from app.core.params import GenerationOptions, LoadParams, SamplingParams
@@ -308,7 +309,8 @@ class VllmBackend(BackendBase):
             if exc.status == 401:
                 return GenerationError(self._key_refused(), partial)
             if exc.status in (400, 422):  # the request as asked (a schema, tool choice, context length)
-                return RequestRefusedError(f"vLLM refused the request (HTTP {exc.status}): {exc}", partial)
+                refused = vllm_context_hint(f"vLLM refused the request (HTTP {exc.status}): {exc}")
+                return RequestRefusedError(refused, partial)
             return GenerationError(f"vLLM refused the request (HTTP {exc.status}): {exc}", partial)
         if isinstance(exc, httpx.ConnectError):
             self._model = None

@@ -54,6 +54,7 @@ VERB_MODULES = (
     "serve",
     "chats",
     "mcp",
+    "launch",
 )
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 VERBS = ("serve",)
 BENCH_KINDS = ("serve",)
 VLLM_KEY_ENV = "VLLM_API_KEY"
-OPTIONS = {"api_key": f"--api-key or ${API_KEY_ENV}", "port": "--port", "host": "--host"}
+OPTIONS = {"api_key": f"--api-key or ${API_KEY_ENV}", "port": "--port", "host": "--host", "n_ctx": "--ctx"}
 
 
 def add_parser(verbs: argparse._SubParsersAction) -> None:
@@ -60,6 +60,14 @@ def add_parser(verbs: argparse._SubParsersAction) -> None:
     )
     add("--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow browser pages from this origin")
     add("--max-queue", type=int, default=DEFAULT_MAX_QUEUE, help="requests that may wait for llama.cpp or Ollama")
+    add(
+        "--ctx",
+        type=_context_size,
+        default=None,
+        metavar="TOKENS",
+        help="load every model with this context (default: each model's own setting); a request that needs more "
+        "reloads its model with a larger context when memory allows, up to the model's trained context",
+    )
     add("--vllm-url", default=None, metavar="URL", help=f"serve this vLLM server's model too (key: ${VLLM_KEY_ENV})")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
@@ -95,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"{folder} is not a folder. Pass an existing folder with --models-dir.", EXIT_BAD_INPUT)
     config = ServerConfig(
         host=args.host, port=args.port, api_key=key, cors_origins=tuple(args.cors_origin),
-        idle_ttl_s=None if args.ttl < 0 else args.ttl, max_queue=args.max_queue,
+        idle_ttl_s=None if args.ttl < 0 else args.ttl, max_queue=args.max_queue, n_ctx=args.ctx,
     )  # fmt: skip
     try:
         config.check()
@@ -138,6 +146,7 @@ async def _serve(config: ServerConfig, folders: list[Path], vllm_url: str | None
         print(url, flush=True)
         print(f"OpenAI clients: base_url {url}/v1 · Anthropic clients: base_url {url} · Ctrl-C or SIGTERM stops.",
               file=sys.stderr, flush=True)  # fmt: skip
+        print(_context_line(config, workstation.settings.load.n_ctx), file=sys.stderr, flush=True)
         if not is_loopback(config.host):
             print(f"Listening on {config.host}: other machines can reach this server; they must send the API key.",
                   file=sys.stderr, flush=True)  # fmt: skip
@@ -145,6 +154,27 @@ async def _serve(config: ServerConfig, folders: list[Path], vllm_url: str | None
     finally:
         await workstation.close()  # the server stops, replies in flight end, models unload, the engines close
     return how[0] if how else EXIT_OK
+
+
+def _context_size(text: str) -> int:
+    """``--ctx``: a whole number of tokens (the range is ServerConfig's to check, with the other settings)."""
+    try:
+        return int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"the context size is a whole number of tokens, e.g. 32768, not {text!r}"
+        ) from None
+
+
+def _context_line(config: ServerConfig, default_ctx: int) -> str:
+    if config.n_ctx is not None:
+        start = f"Context: every model loads with {config.n_ctx:,} tokens (--ctx)"
+    else:
+        start = f"Context: each model loads with its own setting (default {default_ctx:,} tokens; --ctx sets one)"
+    return (
+        f"{start}; a request that needs more reloads its model with a larger context when memory allows, up to the "
+        "model's trained context. Each load is logged with its context."
+    )
 
 
 async def _offer_vllm(workstation: Workstation, url: str) -> None:

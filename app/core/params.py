@@ -101,7 +101,7 @@ class GenerationOptions:
     response_format: dict[str, Any] | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool = True
+    parallel_tool_calls: bool | None = None  # None: several calls in auto mode, one when a call is forced
     logprobs: bool = False
     top_logprobs: int | None = None
     grammar: str | None = None
@@ -111,6 +111,11 @@ class GenerationOptions:
     # thinking models: on/off and effort, where the chat template offers them (None: the template's default)
     enable_thinking: bool | None = None
     reasoning_effort: str | None = None
+    # a raw completion's prompt sent back as the reply's first piece, with its tokens' logprobs when ``logprobs``
+    echo: bool = False
+    # the stop strings are the client's own: obeyed wherever they match (else, as a preset's, only once the reply
+    # has visible text: a stop the model writes before its first word does not end the reply)
+    exact_stops: bool = False
 
     # --- what is asked, in short ------------------------------------------------------------------------
     @property
@@ -141,6 +146,13 @@ class GenerationOptions:
             name = (self.tool_choice.get("function") or {}).get("name")
             return str(name) if name else None
         return None
+
+    @property
+    def parallel_calls(self) -> bool:
+        """Whether a reply may hold several tool calls: as asked, else in auto mode only (a forced call is one)."""
+        if self.parallel_tool_calls is not None:
+            return self.parallel_tool_calls
+        return self.tool_mode not in ("required", "named")
 
     @property
     def prompt_tools(self) -> list[dict[str, Any]] | None:

@@ -7,6 +7,7 @@
    Targets: API vs raw decode ≥ 0.97×, TTFT overhead ≤ 15 ms; API vs llama_cpp.server decode ≥ 1.0×, TTFT no worse.
 2. With ``--vllm-url``: concurrency 32 through the API (``serve --vllm-url``) against the same client straight to
    vLLM; target ≥ 0.95× the throughput.
+3. One Claude Code turn's time to first token (app/devtools/claude_turn_bench.py), or why it was skipped.
 
 Both servers are child processes measured by the same httpx client reading the SSE stream; paths alternate run
 by run so drift on the machine hits them alike. Decode: (tokens − 1) / (last token − first token) over ``--runs``
@@ -27,13 +28,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from app.backends.llamacpp.repack import NO_REPACK_ENV, model_params_without_repacking
 from app.core.params import LoadParams, SamplingParams
 from app.devtools.chat_bench import BENCH_PROMPTS, RawPath, Sample
+from app.devtools.claude_turn_bench import CLAUDE_CONTEXT, claude_code_missing, claude_lines, claude_turns
 
 SERVER_START_TIMEOUT_S = 120.0
 # llama_cpp.server with llama.cpp's weight repacking off (as the app's worker runs after its kernels crashed here)
@@ -368,13 +370,31 @@ def _cpu_seconds(pid: int) -> float:
 # --- the whole bench ------------------------------------------------------------------------------------------
 def bench_serve(
     model: Path, load: LoadParams, *, max_tokens: int, runs: int, baseline: bool, no_repack: bool,
-    vllm_url: str | None = None, vllm_requests: int = 96,
+    vllm_url: str | None = None, vllm_requests: int = 96, claude_code: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     single = bench_single_stream(model, load, max_tokens, runs, baseline, no_repack)
     report: dict[str, Any] = {"single_stream": {**single, "repacking": not no_repack}}
     if vllm_url:
         report["vllm"] = bench_vllm(vllm_url, vllm_requests, 64)
+    if claude_code:  # after the other paths: its long prompt does not share the machine with them
+        report["claude_code"] = bench_claude_code(model, load, no_repack)
     return report
+
+
+def bench_claude_code(model: Path, load: LoadParams, no_repack: bool) -> dict[str, Any]:
+    """One Claude Code turn, twice, against ``serve`` with the model's context raised to hold Claude Code's prompt
+    (app/devtools/claude_turn_bench.py); ``{"skipped": why}`` without Claude Code."""
+    if (missing := claude_code_missing()) is not None:
+        return {"skipped": missing}
+    home = Path(tempfile.mkdtemp(prefix="llmw-bench-claude-"))
+    n_ctx = max(load.n_ctx, CLAUDE_CONTEXT)
+    api = start_api_server(model, replace(load, n_ctx=n_ctx), home / "llmw", no_repack)
+    try:
+        api.wait_ready()
+        return {**claude_turns(api.url, model_id(api.url, model), home), "n_ctx": n_ctx}
+    finally:
+        api.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def starter_model() -> Path:
@@ -411,4 +431,6 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             f"ratio {vllm['ratio']:.3f} (target >= 0.95; round by round: {vllm['pair_ratio_median']:.3f})"
         )
         lines.append(f"{'API server CPU per request':<36}: {vllm['api_cpu_ms_per_request']:.2f} ms")  # fmt: skip
+    if (claude := report.get("claude_code")) is not None:
+        lines += claude_lines(claude)
     return lines

@@ -176,6 +176,7 @@ def _private_paths(paths: AppPaths) -> list[Path]:
         paths.settings_file,
         paths.settings_file.with_suffix(".tmp"),
         paths.mcp_servers_file,
+        paths.data_dir / "responses",  # the API server's stored responses
         *(Path(f"{paths.conversations_db}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")),
         *_existing(paths.cache_dir, f"{paths.log_file.name}*"),
         *_existing(paths.data_dir, f"{paths.downloads_queue.stem}.*"),

@@ -119,7 +119,8 @@ TOOLS = [
 
 
 def test_each_tools_references_stay_its_own_in_one_grammar():
-    grammar = grammars.request_grammar(GenerationOptions(tools=TOOLS, tool_choice="required"), FORMATS[HERMES])
+    options = GenerationOptions(tools=TOOLS, tool_choice="required", parallel_tool_calls=True)
+    grammar = grammars.request_grammar(options, FORMATS[HERMES])
     assert grammar is not None
     assert '"1"' in grammar and '"\\"x\\""' in grammar  # both P's, neither lost to the other
     assert 'root ::= tool-call-block ("\\n" tool-call-block)*' in grammar

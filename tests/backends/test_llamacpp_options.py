@@ -362,10 +362,11 @@ def test_a_text_longer_than_the_context_is_refused_not_cut(worker, tiny_gguf):
     assert len(worker.run(backend.embed(["hello"]))[0]) == 64
 
 
-def test_a_chat_load_refuses_to_embed(worker, tiny_gguf):
-    backend = worker.load(tiny_gguf)
-    with pytest.raises(RequestRefusedError, match="loaded for chat"):
-        worker.run(backend.embed(["hello"]))
+def test_a_chat_load_embeds_on_its_context_as_an_embedding_load_does(worker, tiny_gguf):
+    embedded = worker.run(worker.load(tiny_gguf, embedding=True).embed_counted(["hello", "the cat sat"]))
+    backend = worker.load(tiny_gguf)  # for chat (issue 26: embeddings without a reload)
+    vectors, tokens = worker.run(backend.embed_counted(["hello", "the cat sat"]))
+    assert vectors == [pytest.approx(v, abs=1e-5) for v in embedded[0]] and tokens == embedded[1] > 2
 
 
 # --- a consumer that stops reading ----------------------------------------------------------------------------------

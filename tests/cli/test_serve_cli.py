@@ -93,3 +93,51 @@ def test_a_models_dir_that_does_not_exist_exits_2(tmp_path):
     proc = _serve("--models-dir", str(tmp_path / "missing"))
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "not a folder" in err
+
+
+def _one_request(proc: subprocess.Popen[str], model: str) -> tuple[int, str]:
+    """One chat request to a started ``serve``, then SIGTERM; its exit code and stderr."""
+    try:
+        url = proc.stdout.readline().strip()
+        reply = httpx.post(url + "/v1/chat/completions", timeout=60, json={
+            "model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+        })  # fmt: skip
+        assert reply.status_code == 200, reply.text
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, err
+
+
+def test_serve_loads_a_model_with_its_saved_context_and_ctx_overrides_it(tmp_path):
+    from app.core.params import LoadParams
+    from app.services.model_settings import FILE_NAME, ModelSettings, ModelSettingsStore
+    from app.services.paths import app_paths
+
+    model = write_tiny_gguf(tmp_path / "served.gguf", name="served-model", context_length=8192)
+    ModelSettingsStore(app_paths().data_dir / FILE_NAME).set(str(model), ModelSettings(load=LoadParams(n_ctx=1024)))
+
+    code, err = _one_request(_serve("--port", "0", "--models-dir", str(tmp_path)), "served-model")
+    assert code == 0, err[-3000:]
+    assert "each model loads with its own setting (default 4,096 tokens" in err  # the banner says the rule
+    assert "loaded served-model (llamacpp) for an API request, context 1,024 tokens" in err  # its saved context
+
+    code, err = _one_request(_serve("--port", "0", "--models-dir", str(tmp_path), "--ctx", "1536"), "served-model")
+    assert code == 0, err[-3000:]
+    assert "every model loads with 1,536 tokens (--ctx)" in err
+    assert "for an API request, context 1,536 tokens" in err  # --ctx over the model's own
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("abc", "the context size is a whole number of tokens"), ("8", "context size must be from 16"),
+     ("0", "context size must be from 16"), ("99999999999", "context size must be from 16")],
+)  # fmt: skip
+def test_a_bad_ctx_exits_2_saying_what_it_must_be(value, said):
+    proc = _serve("--port", "0", "--ctx", value)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out == ""
+    assert said in err and "--ctx" in err

@@ -89,7 +89,7 @@ def test_an_unknown_model_is_a_404_that_lists_the_models(api):
 @pytest.mark.parametrize(
     ("change", "param"),
     [({"temperature": 5}, "temperature"), ({"top_p": "high"}, "top_p"), ({"max_tokens": 0}, "max_tokens"),
-     ({"n": 2}, "n"), ({"stop": [""]}, "stop"), ({"seed": 1.5}, "seed"), ({"messages": []}, "messages"),
+     ({"n": 9}, "n"), ({"stop": [""]}, "stop"), ({"seed": 1.5}, "seed"), ({"messages": []}, "messages"),
      ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0]"),
      ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
       "messages[0].content"),
@@ -118,7 +118,8 @@ def test_anthropic_bad_blocks_are_400(api):
     with api.http(KEY) as http:
         for change in ({"messages": [{"role": "user", "content": [image]}]}, {"system": 5},
                        {"tool_choice": {"type": "sometimes"}}, {"tools": [{"name": "x", "input_schema": 3}]},
-                       {"messages": [{"role": "system", "content": "x"}]}):  # fmt: skip
+                       {"messages": [{"role": "system", "content": "x"}]},  # system entries alone: nothing to answer
+                       {"messages": [*HI, {"role": "system", "content": 5}]}):  # fmt: skip
             anthropic_error(http.post("/v1/messages", json={**MESSAGE, **change}), 400, "invalid_request_error")
 
 

@@ -10,9 +10,8 @@ import pytest
 
 from app.services.api.anthropic_requests import messages_call
 from app.services.api.errors import ApiError
-from app.services.api.fields import Fields
+from app.services.api.fields import UNSET, Fields
 from app.services.api.openai_requests import chat_call
-from app.services.api.router import UNSET
 from app.services.engines.gate import ModelGate
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 
@@ -107,7 +108,8 @@ def test_page_fits_a_small_laptop(qloop, make_page, palette):
 ODD_KEY = "sk-it's a $key"  # a quote, a space and a dollar: each breaks an unquoted shell line
 
 
-def test_the_snippets_are_valid_shell_and_python_for_any_name_and_key():
+def test_the_snippets_are_valid_shell_and_python_for_any_name_and_key(tmp_path):
+    from app.services.agents.agents import CLAUDE
     from app.ui.pages.server.snippets import SNIPPETS, agent_snippet
 
     model = "Gemma 3 270M (it's $HOME)"
@@ -119,11 +121,14 @@ def test_the_snippets_are_valid_shell_and_python_for_any_name_and_key():
             else:
                 checked = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
                 assert checked.returncode == 0, (name, text, checked.stderr)
-    exported = agent_snippet("http://127.0.0.1:8417", model, ODD_KEY)
-    shown = subprocess.run(
-        ["bash", "-c", exported + 'printf "%s\\n" "$ANTHROPIC_MODEL" "$ANTHROPIC_AUTH_TOKEN" "$ANTHROPIC_BASE_URL"'],
-        text=True, capture_output=True, check=True,
-    )  # fmt: skip
+    pasted = agent_snippet(CLAUDE, "http://127.0.0.1:8417", model, ODD_KEY)
+    assert pasted.startswith("# Claude Code") and "llm-workstation launch claude" in pasted.splitlines()[0]
+    claude = tmp_path / "bin" / "claude"  # a stand-in that shows what it was given
+    claude.parent.mkdir()
+    claude.write_text('#!/bin/sh\nprintf "%s\\n" "$ANTHROPIC_MODEL" "$ANTHROPIC_AUTH_TOKEN" "$ANTHROPIC_BASE_URL"\n')
+    claude.chmod(0o755)
+    shown = subprocess.run(["bash", "-c", pasted], text=True, capture_output=True, check=True,
+                           env={**os.environ, "PATH": f"{claude.parent}:{os.environ['PATH']}"})  # fmt: skip
     assert shown.stdout.splitlines() == [model, ODD_KEY, "http://127.0.0.1:8417"]
 
 

@@ -86,6 +86,7 @@ class LlamaCppBackend(BackendBase):
 
     kind = "llamacpp"
     facts = LLAMACPP_FACTS
+    embeds_on_chat_context = True  # a model loaded for chat answers embeddings too, without a reload
 
     def __init__(
         self,
@@ -227,11 +228,25 @@ class LlamaCppBackend(BackendBase):
         return StreamedReply(lambda handle: self._stream(handle, command, params, options))
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One normalized vector per text; the model must be loaded with ``LoadParams(embedding=True)``."""
+        """One normalized vector per text, from a model loaded with ``LoadParams(embedding=True)`` or from the
+        loaded chat model's own context (mean-pooled; its prompt cache is kept: ``chat_embeddings``)."""
+        return (await self.embed_counted(texts))[0]
+
+    async def embed_counted(self, texts: list[str]) -> tuple[list[list[float]], int]:
+        """The vectors of ``embed`` and the texts' token count (an embeddings request's usage)."""
         if not texts:
             raise InvalidInputError("Give at least one text to embed.")
         event = await self._model_request({"op": "embed", "texts": list(texts)})
-        return [list(vector) for vector in event["vectors"]]
+        return [list(vector) for vector in event["vectors"]], int(event.get("tokens", 0))
+
+    def sibling(self) -> LlamaCppBackend:
+        """Another backend like this one, with its own worker (the engine host's embedding slot)."""
+        return LlamaCppBackend(self._python, self._machine_memory, self.kernel_fallback.marker)
+
+    @property
+    def machine_memory(self) -> Callable[[], MachineMemory] | None:
+        """The reader of this machine's free memory that load checks use (None: llama.cpp decides alone)."""
+        return self._machine_memory
 
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
         """The prompt tokens of this chat, rendered by the model's chat template with ``tools`` shown."""
@@ -469,4 +484,5 @@ def _reply_stats(reply: _Reply, event: dict[str, Any], now: float) -> ReplyStats
         decode_tokens_per_s=decode,
         total_ms=(now - reply.sent_at) * 1000,
         finish_reason=event.get("finish_reason"),
+        stop_sequence=event.get("stop_sequence"),
     )

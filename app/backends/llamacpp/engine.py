@@ -22,6 +22,7 @@ from app.backends.llamacpp.protocol import (
     ERR_PROMPT_TOO_LONG,
     ERR_TEMPLATE,
 )
+from app.backends.llamacpp.reply_loop import ReplyLoop
 from app.backends.llamacpp.tool_calls import ToolCallFormat, tool_call_format
 from app.core.chat.formats import choose_chat_format
 from app.core.chat.prompt_errors import prompt_too_long_message
@@ -67,7 +68,6 @@ class LlamaEngine:
         self._abort_cb: Any = None
         self.embedding = False  # loaded for embeddings only
         self._tool_format: ToolCallFormat = tool_call_format(None)
-        self._on_token: Callable[[int], None] | None = None  # sees each sampled token (logprobs)
 
     def load(self, path: str, params: LoadParams) -> dict[str, Any]:
         problems = params.problems()
@@ -189,8 +189,6 @@ class LlamaEngine:
                     counter.first_token_at = time.perf_counter()
                 counter.sampled += 1
                 counter.last_token = token
-                if self._on_token is not None:
-                    self._on_token(token)
                 yield token
 
         self.llm.generate = counting_generate
@@ -215,7 +213,9 @@ class LlamaEngine:
         llm = self._generating_model()
         self._check_images(messages)
         return self._generate(
-            lambda: generation.open_chat(llm, messages, sampling_kwargs(sampling), options, self._tool_format),
+            lambda loop: generation.open_chat(
+                llm, messages, sampling_kwargs(sampling), options, self._tool_format, loop
+            ),
             options,
             emit,
         )
@@ -226,7 +226,9 @@ class LlamaEngine:
         """Continue ``prompt`` as raw text (no chat template), as ``stream_chat`` does a chat."""
         llm = self._generating_model()
         return self._generate(
-            lambda: generation.open_completion(llm, prompt, sampling_kwargs(sampling), options, self._tool_format),
+            lambda loop: generation.open_completion(
+                llm, prompt, sampling_kwargs(sampling), options, self._tool_format, loop
+            ),
             options,
             emit,
         )
@@ -270,37 +272,33 @@ class LlamaEngine:
         return self.llm
 
     def _generate(
-        self, open_stream: Callable[[], Iterator[dict[str, Any]]], options: GenerationOptions, emit: Emit
+        self, open_stream: Callable[[ReplyLoop], Iterator[dict[str, Any]]], options: GenerationOptions, emit: Emit
     ) -> dict[str, Any]:
-        """Drive a chunk stream to its end (or Stop), emitting text with its logprobs when asked."""
+        """Drive a chunk stream (made by the app's token loop) to its end or Stop, emitting text with its logprobs
+        when asked; the counts, the finish reason and the stop string that matched."""
         self._abort.clear()
         self.counter = TokenCounter()
         recorder = LogprobRecorder(self.llm, options.top_logprobs or 0) if options.logprobs else None
-        self._on_token = recorder.record if recorder is not None else None
-        finish_reason = None
+        loop = ReplyLoop(self.llm, recorder)
         stream = None
         try:
-            stream = open_stream()
+            stream = open_stream(loop)
             for chunk in stream:
                 choice = chunk["choices"][0]
                 text = choice["text"] if "text" in choice else choice["delta"].get("content")
                 if text:
-                    emit(text, recorder.take() if recorder is not None else None)
-                finish_reason = choice.get("finish_reason") or finish_reason
+                    emit(text, loop.take_logprobs())
                 if self._abort.is_set():
                     break
         except Exception as exc:  # every failure becomes a readable error event
-            if isinstance(exc, RuntimeError) and self._abort.is_set():
-                finish_reason = "stopped"
-            else:
+            if not (isinstance(exc, RuntimeError) and self._abort.is_set()):
                 raise self._translate(exc) from exc
         finally:
-            self._on_token = None
             if stream is not None and hasattr(stream, "close"):
                 stream.close()
         if self._abort.is_set():
-            finish_reason = "stopped"
-        return self._reply_counts(finish_reason)
+            return self._reply_counts("stopped", None)
+        return self._reply_counts(loop.finish_reason, loop.stop_sequence)
 
     def _translate(self, exc: Exception) -> EngineError:
         if (words := templates.describe_template_error(exc)) is not None:
@@ -314,7 +312,7 @@ class LlamaEngine:
             return EngineError(ERR_GENERATION, f"llama.cpp rejected the request: {exc}")
         return EngineError(ERR_GENERATION, f"llama.cpp failed while generating: {type(exc).__name__}: {exc}")
 
-    def _reply_counts(self, finish_reason: str | None) -> dict[str, Any]:
+    def _reply_counts(self, finish_reason: str | None, stop_sequence: str | None) -> dict[str, Any]:
         import llama_cpp
 
         counter = self.counter
@@ -326,6 +324,7 @@ class LlamaEngine:
             "prompt_tokens": counter.prompt_tokens,
             "completion_tokens": max(completion, 0),
             "finish_reason": finish_reason or "stop",
+            "stop_sequence": stop_sequence,
             "kv": self.kv_usage(),
         }
 

@@ -26,6 +26,9 @@ from app.core.errors import InvalidInputError
 from app.core.params import GenerationOptions
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+# A character of a JSON string as JSON has it: control characters only escaped (the converter's own ``[^"\\]``
+# lets a raw newline into a string, which no JSON parser reads: the call then came back as text)
+JSON_STRING_CHAR = r'[^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
 
 
 class GrammarError(InvalidInputError):
@@ -39,14 +42,14 @@ def request_grammar(options: GenerationOptions, fmt: ToolCallFormat) -> str | No
     mode = options.tool_mode
     if mode in ("required", "named"):
         tools = _forced_tools(options)
-        parallel = options.parallel_tool_calls and mode == "required" and fmt.parallel
+        parallel = options.parallel_calls and fmt.parallel  # one call unless several were asked
         return _build(lambda c: _tool_calls_rule(c, tools, fmt, parallel))
     if options.format_type == "text":
         return None
     content = {"type": "object"} if options.format_type == "json_object" else options.json_schema
     _check(content, "response_format.json_schema.schema")
     offered = options.tools if mode == "auto" else None
-    return _build(lambda c: _content_rule(c, content, offered, fmt, options.parallel_tool_calls))
+    return _build(lambda c: _content_rule(c, content, offered, fmt, options.parallel_calls))
 
 
 def check_parses(llm: Any, grammar: str) -> None:
@@ -97,7 +100,8 @@ def _tool_calls_rule(converter: Any, tools: list[dict[str, Any]], fmt: ToolCallF
     opening, closing, separator = (_literal(fmt.open), _literal(fmt.close), _literal(fmt.separator))
     if fmt.each_wrapped:
         one = converter._add_rule("tool-call-block", " ".join(p for p in (opening, call, closing) if p))
-        return f"{one} ({separator} {one})*" if parallel else str(one)
+        # after any call a blank line ends the reply: a model that would write on gets a way out that is no call
+        return f'{one} ({separator} {one})* "\\n\\n"?' if parallel else str(one)
     listed = f"{call} ({separator} {call})*" if parallel else call
     return " ".join(p for p in (opening, listed, closing) if p)
 
@@ -179,6 +183,11 @@ def _converter_class() -> type:
                 if actual != name:
                     self._add_rule(name, actual)
             return name
+
+        def _add_primitive(self, name: str, rule: Any) -> Any:
+            if name == "char":
+                rule = llama_grammar.BuiltinRule(JSON_STRING_CHAR, [])
+            return super()._add_primitive(name, rule)
 
         def visit(self, schema: Any, name: str) -> Any:
             if isinstance(schema, dict) and schema.get("type") == "integer" and _bounded(schema):

@@ -108,6 +108,12 @@ class Worker:
         try:
             if command["op"] == "chat":
                 result = self.engine.stream_chat(command["messages"], sampling, options, self._delta_sender(request_id))
+            elif options.echo:  # the prompt back first, with its tokens' logprobs when asked
+                from app.backends.llamacpp.prompt_logprobs import echo_completion
+
+                result = echo_completion(
+                    self.engine, command["prompt"], sampling, options, self._delta_sender(request_id)
+                )
             else:
                 result = self.engine.stream_completion(
                     command["prompt"], sampling, options, self._delta_sender(request_id)
@@ -137,7 +143,9 @@ class Worker:
         texts = command.get("texts")
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             raise EngineError(protocol.ERR_BAD_COMMAND, "embed needs texts: a non-empty list of strings")
-        self.send({"event": "embedded", "id": request_id, "vectors": self.engine.embed(texts)})
+        from app.backends.llamacpp import chat_embeddings  # a chat load embeds too, on its own context
+
+        self.send({"event": "embedded", "id": request_id, **chat_embeddings.embed(self.engine, texts)})
 
     def _count(self, request_id: int | None, command: dict[str, Any]) -> None:
         from app.backends.llamacpp.engine import EngineError

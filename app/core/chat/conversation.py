@@ -41,6 +41,7 @@ class ReplyStats:
     finish_reason: str | None = None
     thinking_ms: float | None = None  # from the first thinking token to the answer's first (or the end)
     thinking_tokens: int = 0
+    stop_sequence: str | None = None  # the stop string that ended the reply, when one did
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

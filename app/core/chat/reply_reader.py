@@ -13,19 +13,33 @@ Decided once, for every reader:
   reason says why. Nothing is shown twice, and the chat's "no answer to continue" stays true.
 - A call's arguments are JSON text; arguments an engine gives as an object are written as JSON, as given.
 - Calls are numbered 0, 1, … in the order the reply made them; a call given no id gets a fresh ``call_…`` one.
+- A call the reply makes again, word for word, is no new call: it is dropped, and ``repeating`` says the model
+  has begun to loop (the API ends such a reply there).
+- A call cut off by the token limit (``finish(cut=True)``) is not answer text: it is kept apart as ``cut_call``.
+- The answer's logprobs are its own tokens': their texts join to exactly the answer (a leading space the answer
+  dropped, thinking, tags and calls are no part of them).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from app.core.chat.conversation import ReplyStats
-from app.core.chat.reply_parser import ContentDelta, ContentRecast, ParsedEvent, ReplyParser, ThinkingDelta, ToolCall
-from app.core.chat.tool_formats import ReplyFormat, random_call_ids
+from app.core.chat.reply_parser import (
+    ContentDelta,
+    ContentRecast,
+    ParsedEvent,
+    ReplyParser,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallError,
+)
+from app.core.chat.tool_formats import CALL_TAGS, ReplyFormat, random_call_ids
 
 
 class ReplyPiece(Protocol):
@@ -88,6 +102,25 @@ class ReadCall:
     arguments: str  # JSON text ("{}" when the reply gave none)
 
 
+@dataclass(frozen=True)
+class CutCall:
+    """A call the token limit cut off: its name when the reply got that far, and its text as written."""
+
+    id: str
+    name: str
+    text: str
+
+    @property
+    def arguments(self) -> str:
+        """What the reply wrote of its arguments (incomplete JSON)."""
+        found = _ARGUMENTS.search(self.text)
+        return self.text[found.end() :] if found else ""
+
+
+_CALL_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_ARGUMENTS = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+
+
 @dataclass
 class _Call:
     id: str
@@ -106,16 +139,18 @@ class ReplyReader:
         self._thinking: list[str] = []
         self._calls: list[_Call] = []
         self._engine_calls: dict[int, int] = {}  # the engine's call index -> ours
-        self._pending_logprobs: list[dict[str, Any]] = []
+        self._tokens = _TokenTexts()
         self.logprobs: list[dict[str, Any]] = []  # the answer's, token by token
         self._new_id = random_call_ids(ReplyFormat.NONE)
         self._finished = False
         self._timing = _ThinkingTiming(clock)
+        self.repeating = False  # the reply made a call it had made already
+        self.cut_call: CutCall | None = None
 
     # --- reading ------------------------------------------------------------------------------------------------
     def feed(self, piece: ReplyPiece) -> list[ReadEvent]:
         """What one piece adds, in order: its separated thinking, what its text holds, the engine's call pieces."""
-        self._pending_logprobs += piece.logprobs or []
+        self._tokens.add(piece.logprobs)
         events: list[ReadEvent] = [self._thought(piece.reasoning)] if piece.reasoning else []
         if piece.text:
             events += self._parsed(self._parser.feed(piece.text)) if self._parser else [self._text(piece.text)]
@@ -124,14 +159,14 @@ class ReplyReader:
         self._timing.take(events)
         return events
 
-    def finish(self) -> list[ReadEvent]:
-        """The end of the reply: what the parser held back (a partial tag) is decided now. Again: nothing."""
+    def finish(self, *, cut: bool = False) -> list[ReadEvent]:
+        """The end of the reply: what the parser held back (a partial tag) is decided now; ``cut``: the token limit
+        ended it, so a call it was writing is no text (``cut_call``). Again: nothing."""
         if self._finished:
             return []
         self._finished = True
-        events = self._parsed(self._parser.finish()) if self._parser is not None else []
-        if self._pending_logprobs:
-            events.append(self._text(""))
+        parsed = self._parser.finish() if self._parser is not None else []
+        events = self._parsed(self._without_cut_call(parsed) if cut else parsed)
         self._timing.take(events)
         self._timing.end()
         return events
@@ -180,18 +215,56 @@ class ReplyReader:
                 self._thinking, self._content = [event.thinking], []
                 out.append(RecastOut(event.thinking))
             elif isinstance(event, ToolCall):
-                out += self._new_call(event.id, event.name, event.arguments_json)
+                if self._made_before(event):
+                    self.repeating = True
+                else:
+                    out += self._new_call(event.id, event.name, event.arguments_json)
             # a ToolCallError stays content: the parser passed its text on already
         return out
 
+    def _made_before(self, call: ToolCall) -> bool:
+        same = [c for c in self._calls if c.name == call.name]
+        return bool(same) and any(_same_json(c.arguments, call.arguments_json) for c in same)
+
+    def _without_cut_call(self, events: list[ParsedEvent]) -> list[ParsedEvent]:
+        """The reply's last events without the call the token limit cut (the parser gave it back as text, then
+        the error, then its held whitespace; or, cut inside its opening tag, the text it held back); the text
+        before it keeps none of the whitespace before the call."""
+        at = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], ToolCallError)), None)
+        if at is None:
+            return self._without_cut_tag(events)
+        if at == 0 or not isinstance(before := events[at - 1], ContentDelta):
+            return events
+        error = events[at]
+        assert isinstance(error, ToolCallError)
+        written = error.text.strip()
+        if not before.text.endswith(written):
+            return events
+        name = _CALL_NAME.search(written)
+        self.cut_call = CutCall(self._new_id(len(self._calls)), json.loads(f'"{name[1]}"') if name else "", written)
+        kept = before.text[: len(before.text) - len(written)].rstrip()
+        rest = [e for e in events[at + 1 :] if not isinstance(e, ContentDelta)]
+        return [*events[: at - 1], *([ContentDelta(kept)] if kept else []), *rest]
+
+    def _without_cut_tag(self, events: list[ParsedEvent]) -> list[ParsedEvent]:
+        last = next((i for i in range(len(events) - 1, -1, -1) if isinstance(events[i], ContentDelta)), -1)
+        held = events[last] if last >= 0 else None
+        if not isinstance(held, ContentDelta) or not (written := held.text.strip()):
+            return events
+        if not any(tag.startswith(written) for tags in CALL_TAGS.values() for tag in tags):
+            return events
+        kept = held.text[: held.text.rindex(written)].rstrip()  # no cut_call: nothing of the call itself was written
+        return [*events[:last], *([ContentDelta(kept)] if kept else []), *events[last + 1 :]]
+
     def _text(self, text: str) -> TextOut:
         self._content.append(text)
-        logprobs, self._pending_logprobs = self._pending_logprobs or None, []
+        logprobs = self._tokens.take(text)
         self.logprobs += logprobs or []
         return TextOut(text, logprobs)
 
     def _thought(self, text: str) -> ThinkingOut:
         self._thinking.append(text)
+        self._tokens.take(text)  # the thinking's tokens are no part of the answer's
         return ThinkingOut(text)
 
     def _new_call(self, call_id: str, name: str, arguments: str = "") -> list[ReadEvent]:
@@ -224,6 +297,51 @@ class ReplyReader:
         self._engine_calls[key] = len(self._calls)
         call_id = piece.get("id")
         return self._new_call(call_id if isinstance(call_id, str) else "", str(function.get("name") or ""), arguments)
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return bool(json.loads(a or "{}") == json.loads(b or "{}"))
+    except ValueError:
+        return a == b
+
+
+class _TokenTexts:
+    """The engine's logprob entries, whose token texts join to the raw text it sent, matched to the pieces read out
+    of that text: each piece takes the entries its text came from, cut to it; entries of text between pieces (a
+    dropped space, a tag, a call) are dropped."""
+
+    def __init__(self) -> None:
+        self._entries: list[dict[str, Any]] = []
+        self._used = 0  # characters of the first entry's token already taken or passed over
+
+    def add(self, entries: list[dict[str, Any]] | None) -> None:
+        self._entries += entries or []
+
+    def take(self, text: str) -> list[dict[str, Any]] | None:
+        """The entries of ``text`` (None when there are none). An engine whose tokens do not spell its text gets
+        its entries as they came."""
+        if not self._entries or not text:
+            return None
+        tokens = [str(e.get("token", "")) for e in self._entries]
+        raw = "".join(tokens)
+        start = raw.find(text, self._used)
+        if start < 0:
+            taken, self._entries, self._used = self._entries, [], 0
+            return taken
+        end, taken, at = start + len(text), [], 0
+        for index, (entry, token) in enumerate(zip(self._entries, tokens, strict=True)):
+            after = at + len(token)
+            if (after > start and at < end) or (not token and start <= at < end):
+                part = raw[max(at, start) : min(after, end)]
+                taken.append(entry if part == token else {**entry, "token": part, "bytes": list(part.encode())})
+            if after > end or (after == end and token):  # the rest of this token (if any) may come later
+                keep = index if after > end else index + 1
+                self._entries, self._used = self._entries[keep:], end - at if after > end else 0
+                return taken
+            at = after
+        self._entries, self._used = [], 0
+        return taken
 
 
 class _ThinkingTiming:

@@ -1,6 +1,8 @@
 """Anthropic Messages responses and stream events, in Anthropic's order: ``message_start``, then per content block
 ``content_block_start`` / ``content_block_delta``… / ``content_block_stop``, then ``message_delta`` (stop reason and
-usage) and ``message_stop``; ``ping`` early on. Thinking blocks appear only when the request enabled thinking."""
+usage) and ``message_stop``; ``ping`` early on. Thinking blocks appear only when the request enabled thinking. A
+reply ended by one of the request's ``stop_sequences`` says so (``stop_reason: "stop_sequence"`` and the string); one
+ended by a stop string of the model's preset ends its turn, as the client sees it."""
 
 from __future__ import annotations
 
@@ -20,6 +22,14 @@ def stop_reason(finish_reason: str) -> str:
     return STOP_REASONS.get(finish_reason, "end_turn")
 
 
+def stop_fields(finish_reason: str, stats: ReplyStats | None, stops: tuple[str, ...]) -> dict[str, Any]:
+    """``stop_reason`` and ``stop_sequence``: the matched string when it is one the request asked to stop at."""
+    matched = stats.stop_sequence if stats is not None and finish_reason == "stop" else None
+    if matched is not None and matched in stops:
+        return {"stop_reason": "stop_sequence", "stop_sequence": matched}
+    return {"stop_reason": stop_reason(finish_reason), "stop_sequence": None}
+
+
 def usage(stats: ReplyStats | None) -> dict[str, int]:
     if stats is None:
         return {"input_tokens": 0, "output_tokens": 0}
@@ -35,7 +45,7 @@ def tool_input(arguments: str) -> dict[str, Any]:
 
 
 def message_body(model: str, reply: CollectedReply, finish_reason: str, stats: ReplyStats | None,
-                 *, thinking: bool) -> dict[str, Any]:  # fmt: skip
+                 *, thinking: bool, stops: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
     content: list[dict[str, Any]] = []
     if thinking and reply.thinking:
         content.append({"type": "thinking", "thinking": reply.thinking, "signature": ""})
@@ -45,26 +55,29 @@ def message_body(model: str, reply: CollectedReply, finish_reason: str, stats: R
                 for c in reply.calls]  # fmt: skip
     return {
         "id": new_call_id("msg_"), "type": "message", "role": "assistant", "model": model, "content": content,
-        "stop_reason": stop_reason(finish_reason), "stop_sequence": None, "usage": usage(stats),
+        **stop_fields(finish_reason, stats, stops), "usage": usage(stats),
     }  # fmt: skip
 
 
 class MessageEvents:
-    """The events of one streamed message; blocks open and close as the reply's kind of output changes."""
+    """The events of one streamed message; blocks open and close as the reply's kind of output changes. ``stops``:
+    the request's ``stop_sequences``."""
 
-    def __init__(self, model: str, *, thinking: bool) -> None:
+    def __init__(self, model: str, *, thinking: bool, stops: tuple[str, ...] = ()) -> None:
         self.id = new_call_id("msg_")
         self.model = model
         self.thinking = thinking
+        self.stops = stops
         self._open: tuple[str, int] | None = None  # (block kind, its index); kind "tool:N" for call N
         self._blocks = 0
         self._tool_blocks: dict[int, int] = {}  # call index -> block index
         self.sent_text = False
 
-    def first(self) -> list[Event]:
+    def first(self, input_tokens: int = 0) -> list[Event]:
+        """``message_start`` (with the prompt's size, when it is known before the reply) and a ``ping``."""
         message: dict[str, Any] = {
             "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": usage(None),
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": input_tokens, "output_tokens": 0},
         }  # fmt: skip
         return [("message_start", {"type": "message_start", "message": message}), ("ping", {"type": "ping"})]
 
@@ -94,7 +107,7 @@ class MessageEvents:
         if self._blocks == 0:  # an empty reply still has one (empty) text block
             events += self._block("text", {"type": "text", "text": ""})
         events += self._close()
-        delta = {"stop_reason": stop_reason(finish_reason), "stop_sequence": None}
+        delta = stop_fields(finish_reason, stats, self.stops)
         events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": usage(stats)}))
         events.append(("message_stop", {"type": "message_stop"}))
         return events

@@ -13,6 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from app.services.api.responses_api import ResponsesApi
+from app.services.api.responses_store import ResponseStore
 from app.services.api.routes import Api
 
 
@@ -27,11 +29,12 @@ def build_app(api: Api) -> Starlette:
         Route("/v1/embeddings", api.embeddings, methods=["POST"]),
         Route("/v1/messages", api.messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", api.count_tokens, methods=["POST"]),
+        *_responses_routes(api),
     ]
     middleware = []
     if api.config.cors_origins:
         middleware.append(Middleware(
-            CORSMiddleware, allow_origins=list(api.config.cors_origins), allow_methods=["GET", "POST"],
+            CORSMiddleware, allow_origins=list(api.config.cors_origins), allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["*"],
         ))  # fmt: skip
 
@@ -40,3 +43,14 @@ def build_app(api: Api) -> Starlette:
         return await api.not_found(request, 405 if status == 405 else 404)
 
     return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: http_error})
+
+
+def _responses_routes(api: Api) -> list[Route]:
+    """The Responses API, with its stored responses in the server's data folder (in memory without one)."""
+    responses = ResponsesApi(api, ResponseStore(api.config.state_dir))
+    return [
+        Route("/v1/responses", responses.create, methods=["POST"]),
+        Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
+        Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
+        Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
+    ]

@@ -1,10 +1,9 @@
 """Which models the server offers, under which ids, and the engine each runs in.
 
-Ids: a GGUF in the library by its library name (the name every page shows: ``general.name``, else the file's
-stem); two GGUFs with the same name each go by their file's stem instead (with a short hash of the path when even
-those match). An Ollama model by ``name:tag``, a vLLM model by its served name. When engines share an id, each is
-prefixed with its engine (``llamacpp/…``, ``ollama/…``, ``vllm/…``) and the bare name is ambiguous. Aliases also
-resolve: a GGUF's file name and stem, ``ollama:NAME`` / ``vllm:NAME``, an Ollama ``name`` for ``name:latest``.
+Ids (``model_ids``): a model's own name (a GGUF's library name, an Ollama ``name:tag``, a vLLM served name), told
+apart when another model holds it already; an id once given stays the model's for the catalog's life, and across
+restarts when the server has a ``state_dir``. Aliases also resolve: a GGUF's file name and stem, ``ENGINE/NAME``,
+``ollama:NAME`` / ``vllm:NAME``, an Ollama ``name`` for ``name:latest``.
 
 GGUFs come from libraries: the workstation's library service (its latest scan: a finished download or a folder
 added in Settings shows at once, the owner calls ``invalidate``) and/or a ``ModelLibrary`` scanned off the loop.
@@ -14,21 +13,22 @@ Listings are cached for a few seconds; a name not found triggers one fresh look 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from app.services.api.errors import ApiError
+from app.services.api.model_ids import Candidate as Candidate
+from app.services.api.model_ids import IdMemory
+from app.services.api.model_ids import ServedModel as ServedModel
+from app.services.api.model_ids import assign_ids as assign_ids
 from app.services.engines.entries import EngineKind, engine_model, entry_for
 from app.services.engines.host import EngineHost
 from app.services.library.index import EntryKind, LibraryEntry, LibraryScan, ModelLibrary
-from app.services.library.names import file_stem, model_display_name
+from app.services.library.names import model_display_name
 
 if TYPE_CHECKING:
     from app.services.ollama.shared import SharedOllama
@@ -53,73 +53,6 @@ class LibraryFeed(Protocol):
 LibrarySource = ModelLibrary | LibraryFeed
 
 
-@dataclass(frozen=True)
-class ServedModel:
-    """``entry`` is the engine host's name for the model (a GGUF path, ``ollama:NAME``, ``vllm:NAME``)."""
-
-    id: str
-    engine: EngineKind
-    entry: str
-    created: int = 0
-    aliases: tuple[str, ...] = ()
-
-    def to_openai(self) -> dict[str, object]:
-        return {"id": self.id, "object": "model", "created": self.created, "owned_by": str(self.engine)}
-
-
-@dataclass(frozen=True)
-class Candidate:
-    engine: EngineKind
-    entry: str
-    name: str
-    created: int = 0
-
-
-def assign_ids(candidates: list[Candidate]) -> list[ServedModel]:
-    """Unique, stable ids for ``candidates`` (see the module docstring)."""
-    named = _unique_gguf_names(candidates)
-    by_id: dict[str, list[Candidate]] = defaultdict(list)
-    for candidate in named:
-        by_id[candidate.name].append(candidate)
-    models = []
-    for name, group in by_id.items():
-        clash = len({c.engine for c in group}) > 1
-        for c in group:
-            model_id = f"{c.engine}/{name}" if clash else name
-            models.append(ServedModel(model_id, c.engine, c.entry, c.created, _aliases(c, model_id, clash)))
-    return sorted(models, key=lambda m: (m.engine != EngineKind.LLAMACPP, m.id.lower()))
-
-
-def _unique_gguf_names(candidates: list[Candidate]) -> list[Candidate]:
-    groups: dict[str, list[Candidate]] = defaultdict(list)
-    for c in candidates:
-        if c.engine is EngineKind.LLAMACPP:
-            groups[c.name].append(c)
-    renamed: dict[str, str] = {}
-    for group in groups.values():
-        if len(group) < 2:
-            continue
-        stems = [file_stem(c.entry) for c in group]
-        for c, stem in zip(group, stems, strict=True):
-            short = hashlib.sha1(c.entry.encode()).hexdigest()[:6]
-            renamed[c.entry] = stem if stems.count(stem) == 1 else f"{stem}@{short}"
-    return [replace(c, name=renamed.get(c.entry, c.name)) if c.entry in renamed else c for c in candidates]
-
-
-def _aliases(c: Candidate, model_id: str, clash: bool) -> tuple[str, ...]:
-    names: list[str] = []
-    if c.engine is EngineKind.LLAMACPP:
-        names += [Path(c.entry).name, file_stem(c.entry), c.entry]
-    else:
-        own = engine_model(c.entry)
-        names += [c.entry]
-        if c.engine is EngineKind.OLLAMA and own.endswith(":latest"):
-            names.append(own.removesuffix(":latest"))
-    if not clash:
-        names.append(c.name)
-    return tuple(dict.fromkeys(n for n in names if n and n != model_id))
-
-
 class ModelCatalog:
     """The models the server offers now. ``library`` (one source or several) None: no GGUFs but the one loaded;
     ``list_ollama`` None: no Ollama models."""
@@ -142,6 +75,12 @@ class ModelCatalog:
         self._taken_at = float("-inf")
         self._changes = 0  # invalidations so far: one during a listing makes that listing stale at once
         self._lock = asyncio.Lock()
+        self._ids = IdMemory()
+
+    def keep_ids_in(self, folder: Path | None) -> None:
+        """Remember the ids given in ``folder`` (the server's ``state_dir``) too, so that a restart keeps them;
+        None: for this catalog's life only."""
+        self._ids.keep_in(folder)
 
     def add_library(self, library: LibrarySource) -> None:
         """Serve this library's GGUFs too (``serve --models-dir``)."""
@@ -159,9 +98,20 @@ class ModelCatalog:
         async with self._lock:
             if fresh or time.monotonic() - self._taken_at > self._fresh_s:
                 changes = self._changes
-                self._models = assign_ids(await self._candidates(fresh))
+                await self._ids.load()
+                self._models = assign_ids(await self._candidates(fresh), self._ids.ids)
+                await self._ids.remember(self._models)
                 self._taken_at = time.monotonic() if changes == self._changes else float("-inf")
             return list(self._models)
+
+    def is_loaded(self, model: ServedModel) -> bool:
+        """Whether ``model`` is in memory now: loaded in its engine, or served by a server that loaded it itself
+        (vLLM)."""
+        if not self._host.facts(model.engine).loads_models:
+            return True
+        loaded = self._host.loaded(model.engine)
+        slot = self._host.embedding_slot if model.engine is EngineKind.LLAMACPP else None
+        return (loaded is not None and loaded.entry == model.entry) or (slot is not None and slot.holds(model.entry))
 
     async def resolve(self, name: object) -> ServedModel:
         """The model a request names; ApiError 404 listing the models when there is none, 400 when ambiguous."""
@@ -209,7 +159,10 @@ class ModelCatalog:
             return []
 
         def candidates() -> list[Candidate]:  # a stat per file: off the loop
-            return [Candidate(EngineKind.LLAMACPP, e.path, e.name, _mtime(e.path)) for e in usable.values()]
+            return [
+                Candidate(EngineKind.LLAMACPP, e.path, e.name, _mtime(e.path), e.context_length)
+                for e in usable.values()
+            ]
 
         return await asyncio.get_running_loop().run_in_executor(None, candidates)
 

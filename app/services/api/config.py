@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 from app.core.errors import InvalidInputError
 from app.services.api.defaults import (
@@ -16,6 +17,9 @@ from app.services.api.defaults import (
     DEFAULT_MAX_TOKENS_LIMIT,
     DEFAULT_PORT,
 )
+
+MIN_CONTEXT = 16  # llama.cpp's and Ollama's floor (LoadParams)
+MAX_CONTEXT = 16 * 1024 * 1024  # beyond any model's trained context: a typo, not a wish
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,13 @@ class ServerConfig:
     max_queue: int = DEFAULT_MAX_QUEUE
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_tokens_limit: int = DEFAULT_MAX_TOKENS_LIMIT
+    state_dir: Path | None = None  # the app's data folder (stored responses, model ids); None: in memory only
+    n_ctx: int | None = None  # the context every model the server loads gets (``serve --ctx``); None: each model's
+    # A streamed reply whose first token takes longer than this starts without it (its opening events, then a
+    # ping every ``ping_interval_s``): clients that give up on a silent connection (Claude Code after ~3 min) wait.
+    # Within the grace time a failure is still an HTTP error; after it, an error event in the stream.
+    first_token_grace_s: float = 30.0
+    ping_interval_s: float = 10.0
 
     def problems(self) -> list[str]:
         found = []
@@ -51,11 +62,17 @@ class ServerConfig:
             found.append("The queue, body and max_tokens limits must be positive.")
         if self.idle_ttl_s is not None and self.idle_ttl_s < 0:
             found.append("The idle time before a model unloads cannot be negative.")
+        if self.n_ctx is not None and not MIN_CONTEXT <= self.n_ctx <= MAX_CONTEXT:
+            found.append(
+                f"The context size must be from {MIN_CONTEXT} to {MAX_CONTEXT:,} tokens, not {self.n_ctx:,} "
+                "(e.g. 32768); leave it out to use each model's own."
+            )
         return found
 
     def check(self) -> None:
         if found := self.problems():
             setting = "api_key" if any("API key" in p for p in found) else None
+            setting = setting or ("n_ctx" if any("context size" in p for p in found) else None)
             raise InvalidInputError(" ".join(found), setting=setting)
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from app.core.params import SamplingParams
 from app.services.api.errors import ApiError, bad_request
-from app.services.api.router import UNSET
+
+UNSET = object()  # a request that said nothing about keep_alive
 
 MAX_STOPS = 16
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
@@ -32,6 +33,8 @@ class GenerationCall:
     include_usage: bool = False
     keep_alive: object = UNSET
     thinking: bool = False  # Anthropic: the client asked to see the model's thinking
+    n: int = 1  # OpenAI: choices to generate for the one prompt
+    echo: bool = False  # /v1/completions: the prompt comes back before the completion (with its logprobs if asked)
 
     def sampling_params(self, defaults: SamplingParams, max_tokens_limit: int, n_ctx: int | None) -> SamplingParams:
         """The model's saved sampling with the request's fields over it. Without max_tokens the reply may run to

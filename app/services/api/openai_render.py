@@ -120,12 +120,16 @@ def completion_logprobs(entries: list[dict[str, Any]] | None, offset: int = 0) -
     return {
         "tokens": [e["token"] for e in entries],
         "token_logprobs": [e["logprob"] for e in entries],
-        "top_logprobs": [{t["token"]: t["logprob"] for t in e.get("top_logprobs") or []} for e in entries],
+        "top_logprobs": [  # an echoed prompt's first token has none (null), as OpenAI's
+            None if e["logprob"] is None else {t["token"]: t["logprob"] for t in e.get("top_logprobs") or []}
+            for e in entries
+        ],
         "text_offset": offsets,
     }
 
 
-def embeddings_body(model: str, vectors: list[list[float]], encoding: str | None) -> dict[str, Any]:
+def embeddings_body(model: str, vectors: list[list[float]], encoding: str | None, tokens: int = 0) -> dict[str, Any]:
+    """OpenAI's embeddings list; ``tokens``: the inputs' token count (its usage: embeddings have no completion)."""
     import base64
 
     import numpy as np
@@ -136,4 +140,4 @@ def embeddings_body(model: str, vectors: list[list[float]], encoding: str | None
         if encoding == "base64":
             value = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
         data.append({"object": "embedding", "index": index, "embedding": value})
-    return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+    return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}

@@ -12,6 +12,7 @@ from app.services.api.fields import Fields, GenerationCall, sampling_fields
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_EMBED_INPUTS = 2048
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+MAX_CHOICES = 8  # 'n': choices per request (llama.cpp writes them one after another)
 TEXT_ONLY = "this server runs text models; send text parts only."
 
 
@@ -34,7 +35,7 @@ def chat_call(body: dict[str, Any], max_tokens_limit: int) -> GenerationCall:
         response_format=f.obj("response_format"),
         tools=body.get("tools"),
         tool_choice=body.get("tool_choice"),
-        parallel_tool_calls=f.boolean("parallel_tool_calls") is not False,
+        parallel_tool_calls=f.boolean("parallel_tool_calls"),  # unset: one call when a call is forced
         logprobs=logprobs,
         top_logprobs=top,
         grammar=f.text("grammar"),  # llama-server's extension: a raw GBNF grammar (llama.cpp only)
@@ -63,16 +64,35 @@ def thinking_switches(f: Fields) -> dict[str, Any]:
 
 def completion_call(body: dict[str, Any], max_tokens_limit: int) -> GenerationCall:
     f = Fields(body)
-    call = _common(f, max_tokens_limit, ("max_tokens",))
-    call.sampling.setdefault("max_tokens", COMPLETION_DEFAULT_MAX_TOKENS)
+    echo = bool(f.boolean("echo"))
+    scoring = _asks_no_tokens(body)  # echo with max_tokens 0: the prompt (and its logprobs) only, as evals ask
+    if scoring and not echo:
+        raise bad_request("'max_tokens' 0 asks for no completion: send 'echo': true with it to get the prompt back "
+                          "(with 'logprobs', its tokens' log-probabilities), or ask for at least 1 token.",
+                          param="max_tokens")  # fmt: skip
+    call = _common(Fields({**body, "max_tokens": None}) if scoring else f, max_tokens_limit, ("max_tokens",))
+    call.sampling.setdefault("max_tokens", 0 if scoring else COMPLETION_DEFAULT_MAX_TOKENS)
     call.prompt = _prompt(body.get("prompt"))
+    call.echo = echo
     f.refuse("suffix", "fill-in-the-middle is not supported.")
-    f.refuse("echo", "the prompt is not echoed back.")
     if (best_of := f.integer("best_of", 1)) is not None and best_of != 1:
         raise bad_request("'best_of' must be 1 here: one completion per request.", param="best_of")
     top = f.integer("logprobs", 0, MAX_TOP_LOGPROBS)
-    call.options = _options(f, logprobs=top is not None, top_logprobs=top, grammar=f.text("grammar"))
+    call.options = _options(f, logprobs=top is not None, top_logprobs=top, grammar=f.text("grammar"), echo=echo)
     return call
+
+
+def _choices(f: Fields) -> int:
+    n = f.integer("n", 1) or 1
+    if n > MAX_CHOICES:
+        raise bad_request(f"'n' is {n}: this server makes at most {MAX_CHOICES} choices per request. Ask for fewer, "
+                          "or send several requests.", param="n", code="too_many_choices")  # fmt: skip
+    return n
+
+
+def _asks_no_tokens(body: dict[str, Any]) -> bool:
+    value = body.get("max_tokens")
+    return type(value) is int and value == 0
 
 
 def embedding_inputs(body: dict[str, Any]) -> list[str]:
@@ -95,8 +115,6 @@ def embedding_inputs(body: dict[str, Any]) -> list[str]:
 
 def _common(f: Fields, max_tokens_limit: int, max_keys: tuple[str, ...]) -> GenerationCall:
     model = f.text("model", required=True) or ""
-    if (n := f.integer("n", 1)) is not None and n != 1:
-        raise bad_request("'n' must be 1 here: one choice per request.", param="n")
     f.refuse("logit_bias", "token biases are not supported.")
     sampling = sampling_fields(f)
     if (stop := f.stops("stop")) is not None:
@@ -109,11 +127,11 @@ def _common(f: Fields, max_tokens_limit: int, max_keys: tuple[str, ...]) -> Gene
     if include_usage is not None and not isinstance(include_usage, bool):
         raise bad_request("'stream_options.include_usage' must be true or false.", param="stream_options")
     return GenerationCall(model, sampling=sampling, stream=stream, include_usage=bool(include_usage),
-                          keep_alive=f.keep_alive())  # fmt: skip
+                          keep_alive=f.keep_alive(), n=_choices(f))  # fmt: skip
 
 
 def _options(f: Fields, **fields: Any) -> GenerationOptions:
-    options = GenerationOptions(**fields)
+    options = GenerationOptions(**fields, exact_stops=f.has("stop"))  # a client's stops are obeyed exactly
     if found := options.problems():
         text = " ".join(found)
         param = next((name for word, name in (("grammar", "grammar"), ("logprobs", "top_logprobs"), ("tool", "tools"),

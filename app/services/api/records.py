@@ -28,7 +28,9 @@ class RequestState(StrEnum):
 @dataclass(frozen=True)
 class RequestRecord:
     """One request's figures. ``wait_ms``: time in line (and loading) before the engine began on it;
-    ``ttft_ms``: from arrival to the first token, as the client saw it; ``tokens_per_s``: decode speed."""
+    ``ttft_ms``: from arrival to the first token, as the client saw it; ``tokens_per_s``: decode speed;
+    ``n_ctx``: the context the model ran it with; ``note``: what the server did to serve it (a reload with a larger
+    context), in words."""
 
     id: int
     started_at: float  # wall clock (time.time())
@@ -48,6 +50,8 @@ class RequestRecord:
     duration_ms: float | None = None
     finish_reason: str | None = None
     error: str | None = None
+    n_ctx: int | None = None
+    note: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -130,5 +134,5 @@ class Tracker:
             record.client, record.endpoint, record.model or "-", record.engine or "-", status,
             record.prompt_tokens, record.completion_tokens,
             f"{record.ttft_ms:.0f}" if record.ttft_ms is not None else "-", record.duration_ms or 0.0,
-            f" ({error})" if error else "",
+            (f" ({error})" if error else "") + (f" [{record.note}]" if record.note else ""),
         )  # fmt: skip

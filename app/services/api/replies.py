@@ -38,6 +38,7 @@ class ReplyRun:
         self.reader = ReplyReader(parser)
         self._engine = engine
         self._want_logprobs = want_logprobs
+        self._ended = False  # asked the engine to end the reply early
 
     @property
     def stats(self) -> ReplyStats | None:
@@ -45,15 +46,20 @@ class ReplyRun:
 
     @property
     def finish_reason(self) -> str:
-        engine = (self.stats.finish_reason if self.stats else None) or "stop"
-        if self.reader.calls:
-            return "tool_calls"
-        return "length" if engine == "length" else "stop"
+        """``length`` when the token limit ended the reply (even after whole calls: a cut one is dropped),
+        else ``tool_calls`` when it made calls, else ``stop``."""
+        if self._cut:
+            return "length"
+        return "tool_calls" if self.reader.calls else "stop"
+
+    @property
+    def _cut(self) -> bool:
+        return self.stats is not None and self.stats.finish_reason == "length"
 
     async def steps(self) -> AsyncGenerator[list[Out], None]:
         async for delta in self.stream:
             yield self._read(delta)
-        yield self.reader.finish()
+        yield self.reader.finish(cut=self._cut)
 
     async def close(self) -> None:
         await self.stream.aclose()
@@ -64,7 +70,11 @@ class ReplyRun:
                 400, f"The {self._engine} engine gave no logprobs for this model. Ask without 'logprobs', or use a "
                 "model and engine that report them.", param="logprobs",
             )  # fmt: skip
-        return self.reader.feed(delta)
+        outs = self.reader.feed(delta)
+        if self.reader.repeating and not self._ended:  # a call it made already: the model loops; end it here
+            self._ended = True
+            self.stream.stop()
+        return outs
 
 
 async def collect(

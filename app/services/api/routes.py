@@ -21,7 +21,9 @@ from app.core.params import GenerationOptions
 from app.services.api import anthropic_render, openai_render
 from app.services.api.anthropic_requests import count_call, messages_call
 from app.services.api.catalog import ModelCatalog, ServedModel
+from app.services.api.choices import ChoiceOuts, ChoiceRuns, choice_sampling, numbered, one_body
 from app.services.api.config import ServerConfig
+from app.services.api.context import ContextNeed
 from app.services.api.errors import ApiError, Dialect, bad_request, from_app_error
 from app.services.api.fields import Fields, GenerationCall
 from app.services.api.metrics import CONTENT_TYPE, ApiMetrics
@@ -70,7 +72,8 @@ class Api:
         async def work(tracker: Tracker, _body: Any) -> Response:
             models = await self.catalog.models()
             tracker.finish(200)
-            return JSONResponse({"object": "list", "data": [m.to_openai() for m in models]})
+            data = [m.to_openai(loaded=self.catalog.is_loaded(m)) for m in models]
+            return JSONResponse({"object": "list", "data": data})
 
         return await self._serve(request, Dialect.OPENAI, "models", work, body=False)
 
@@ -78,7 +81,7 @@ class Api:
         async def work(tracker: Tracker, _body: Any) -> Response:
             model = await self.catalog.resolve(request.path_params["model"])
             tracker.finish(200)
-            return JSONResponse(model.to_openai())
+            return JSONResponse(model.to_openai(loaded=self.catalog.is_loaded(model)))
 
         return await self._serve(request, Dialect.OPENAI, "models", work, body=False)
 
@@ -92,6 +95,8 @@ class Api:
     async def completions(self, request: Request) -> Response:
         async def work(tracker: Tracker, body: dict[str, Any]) -> Response:
             call = completion_call(body, self.config.max_tokens_limit)
+            if call.echo:
+                await self._check_echo(call)
             return await self._generate(request, tracker, call, _OpenAIChat(call))
 
         return await self._serve(request, Dialect.OPENAI, "completions", work)
@@ -125,9 +130,9 @@ class Api:
             async with self.router.serving(
                 model, embedding=True, keep_alive=keep_alive, on_loading=on_loading
             ) as lease:
-                vectors = await unless_disconnected(request.receive, lease.turn.embed(texts))
-            tracker.finish(200)
-            return JSONResponse(openai_render.embeddings_body(model.id, vectors, body.get("encoding_format")))
+                vectors, tokens = await unless_disconnected(request.receive, lease.turn.embed_counted(texts))
+            tracker.finish(200, prompt_tokens=tokens, load_ms=lease.load_ms)
+            return JSONResponse(openai_render.embeddings_body(model.id, vectors, body.get("encoding_format"), tokens))
 
         return await self._serve(request, Dialect.OPENAI, "embeddings", work)
 
@@ -206,6 +211,13 @@ class Api:
         except ValueError as exc:  # JsonError: malformed, nested too deeply, not an object
             raise bad_request(str(exc), code="invalid_json") from None
 
+    async def _check_echo(self, call: GenerationCall) -> None:
+        """``echo`` needs the prompt's tokens back: llama.cpp (the worker scores them) and vLLM give them."""
+        if (await self.catalog.resolve(call.model)).engine is EngineKind.OLLAMA:
+            raise bad_request("'echo' is not supported on Ollama models: Ollama's API does not give the prompt's "
+                              "tokens back. Ask without 'echo', or use a GGUF (llama.cpp) or a vLLM model.",
+                              param="echo", code="unsupported_parameter")  # fmt: skip
+
     async def _model(self, tracker: Tracker, name: object) -> ServedModel:
         model = await self.catalog.resolve(name)
         tracker.update(model=model.id, engine=str(model.engine))
@@ -218,8 +230,12 @@ class Api:
         stack = contextlib.AsyncExitStack()
         try:
             lease = await stack.enter_async_context(self.router.serving(
-                model, keep_alive=call.keep_alive, on_loading=lambda: tracker.update(state=RequestState.LOADING)
+                model, keep_alive=call.keep_alive, on_loading=lambda: tracker.update(state=RequestState.LOADING),
+                need=ContextNeed.of(call),
             ))  # fmt: skip
+            tracker.update(n_ctx=lease.info.n_ctx, note=lease.note)
+            if isinstance(shape, _AnthropicMessage):  # message_start carries the prompt's size: counted first
+                await shape.ready(lease)
             run = await self._start(model, lease, call)
             self.replies.add(run)
             stack.callback(self.replies.discard, run)
@@ -230,8 +246,7 @@ class Api:
                 reply = await unless_disconnected(request.receive, collect(run, steps, tracker.first_token))
                 self._finish(tracker, run, lease)
                 return JSONResponse(shape.whole(model.id, reply, run))
-            first = await unless_disconnected(request.receive, anext(steps))
-            tracker.first_token()
+            first = await self._first_step(request, steps, tracker, stack)
             source = self._events(shape, model, run, lease, first, steps, tracker, stack)
             owned, stack = stack, contextlib.AsyncExitStack()  # the stream owns the lease and the reply from here on
 
@@ -243,11 +258,18 @@ class Api:
         finally:
             await stack.aclose()
 
-    async def _start(self, model: ServedModel, lease: Lease, call: GenerationCall) -> ReplyRun:
-        """The reply, asked in the request's turn: on the model it asked for, nothing between."""
+    async def _start(
+        self, model: ServedModel, lease: Lease, call: GenerationCall, choice: int | None = None
+    ) -> ReplyRun:
+        """The reply, asked in the request's turn: on the model it asked for, nothing between. With ``n`` several
+        choices, each a reply of its own (``choices``); ``choice`` is one of them."""
         kind, turn = model.engine, lease.turn
+        if call.n > 1 and choice is None:
+            return ChoiceRuns(lambda i: self._start(model, lease, call, i), call.n, engine=str(kind),
+                              side_by_side=self.host.concurrent(kind), want_logprobs=call.options.logprobs)  # fmt: skip
         limit = self.config.max_tokens_limit
         sampling = call.sampling_params(self.router.sampling(model), limit, lease.info.n_ctx)
+        sampling = choice_sampling(sampling, choice or 0)
         server_sampling = not self.host.facts(kind).loads_models  # the server's model has its own defaults
         unset = _SERVER_SAMPLING - call.sampling.keys() if server_sampling else frozenset()
         options = replace(
@@ -263,13 +285,33 @@ class Api:
             stream = turn.stream_chat(call.messages, sampling, options)
         return ReplyRun(stream, parser, engine=str(kind), want_logprobs=call.options.logprobs)
 
+    async def _first_step(
+        self, request: Request, steps: AsyncIterator[list[Out]], tracker: Tracker, stack: contextlib.AsyncExitStack
+    ) -> list[Out] | asyncio.Task[list[Out]]:
+        """The reply's first step when it comes within the grace time (a failure before it is still an HTTP error),
+        else the task that will bring it (the stream starts without it, and pings)."""
+        step: asyncio.Task[list[Out]] = asyncio.ensure_future(anext(steps))
+        stack.push_async_callback(_cancelled, step)  # before the steps close: a pending anext must end first
+        grace = asyncio.wait({step}, timeout=self.config.first_token_grace_s)
+        await unless_disconnected(request.receive, grace)
+        if not step.done():
+            return step
+        tracker.first_token()
+        return step.result()
+
     async def _events(
-        self, shape: _Shape, model: ServedModel, run: ReplyRun, lease: Lease, first: list[Out],
-        steps: AsyncIterator[list[Out]], tracker: Tracker, stack: contextlib.AsyncExitStack,
+        self, shape: _Shape, model: ServedModel, run: ReplyRun, lease: Lease,
+        first: list[Out] | asyncio.Task[list[Out]], steps: AsyncIterator[list[Out]], tracker: Tracker,
+        stack: contextlib.AsyncExitStack,
     ) -> AsyncGenerator[bytes, None]:  # fmt: skip
         status, error = 200, None
         try:
             yield b"".join(shape.first(model.id))
+            if isinstance(first, asyncio.Task):
+                while not (await asyncio.wait({first}, timeout=self.config.ping_interval_s))[0]:
+                    yield _ping(shape.dialect)
+                first = first.result()
+                tracker.first_token()
             yield b"".join(shape.outs(first))
             async for outs in steps:
                 if chunk := b"".join(shape.outs(outs)):
@@ -312,6 +354,17 @@ _SERVER_SAMPLING = frozenset(
 )
 
 
+def _ping(dialect: Dialect) -> bytes:
+    """Keeps a waiting stream alive: Anthropic's ``ping`` event, an SSE comment (ignored by clients) for OpenAI."""
+    return named_event("ping", {"type": "ping"}) if dialect is Dialect.ANTHROPIC else b": ping\n\n"
+
+
+async def _cancelled(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+
+
 def _parse(data: bytes) -> dict[str, Any]:
     return safe_json.loads_object(data, what="The request body", max_bytes=None)
 
@@ -343,37 +396,69 @@ class _OpenAIChat:
         self.call = call
         self.completion = call.prompt is not None
         self.chunks: openai_render.ChatChunks | None = None
+        self.finished: set[int] = set()  # n > 1: the choices whose last chunk was sent
 
     def first(self, model: str) -> list[bytes]:
         self.chunks = openai_render.ChatChunks(model, self.call.include_usage, completion=self.completion)
-        return [data_event(c) for c in self.chunks.first()]
+        return [data_event(c) for i in range(self.call.n) for c in numbered(self.chunks.first(), i)]
 
     def outs(self, outs: list[Out]) -> list[bytes]:
         assert self.chunks is not None
-        return [data_event(c) for c in self.chunks.outs(outs)]
+        if not isinstance(outs, ChoiceOuts):
+            return [data_event(c) for c in self.chunks.outs(outs)]
+        ended = [c for i, reason in outs.ended for c in self._choice_end(i, reason)]
+        return [data_event(c) for c in ended + numbered(self.chunks.outs(outs), outs.choice)]
 
     def last(self, run: ReplyRun) -> list[bytes]:
         assert self.chunks is not None
-        return [data_event(c) for c in self.chunks.last(run.finish_reason, run.stats)] + [DONE]
+        if not isinstance(run, ChoiceRuns):
+            return [data_event(c) for c in self.chunks.last(run.finish_reason, run.stats)] + [DONE]
+        ends = [c for choice in run.choices if choice.index not in self.finished
+                for c in self._choice_end(choice.index, choice.finish_reason)]  # fmt: skip
+        usage = [c for c in self.chunks.last(run.finish_reason, run.stats) if not c["choices"]]
+        return [data_event(c) for c in ends + usage] + [DONE]
+
+    def _choice_end(self, index: int, finish_reason: str) -> list[dict[str, Any]]:
+        """Choice ``index``'s last chunk (the usage chunk comes once, after every choice's)."""
+        assert self.chunks is not None
+        self.finished.add(index)
+        return numbered([c for c in self.chunks.last(finish_reason, None) if c["choices"]], index)
 
     def error(self, error: ApiError) -> bytes:
         return data_event(error.body(Dialect.OPENAI))
 
     def whole(self, model: str, reply: CollectedReply, run: ReplyRun) -> dict[str, Any]:
         render = openai_render.text_completion if self.completion else openai_render.chat_completion
-        return render(model, reply, run.finish_reason, run.stats, want_logprobs=self.call.options.logprobs)
+        want_logprobs = self.call.options.logprobs
+        if not isinstance(run, ChoiceRuns):
+            return render(model, reply, run.finish_reason, run.stats, want_logprobs=want_logprobs)
+        bodies = [render(model, c.reply, c.finish_reason, c.stats, want_logprobs=want_logprobs) for c in run.choices]
+        return one_body(bodies, run.stats)
 
 
 class _AnthropicMessage:
+    """Anthropic's message, whole or as events; ``message_start`` carries the prompt's size, counted in the
+    request's turn before the reply starts (``ready``), where the engine can count it."""
+
     dialect = Dialect.ANTHROPIC
 
     def __init__(self, call: GenerationCall) -> None:
         self.call = call
+        self.stops: tuple[str, ...] = tuple(call.sampling.get("stop") or ())
+        self.input_tokens = 0
         self.events: anthropic_render.MessageEvents | None = None
 
+    async def ready(self, lease: Lease) -> None:
+        if not self.call.stream:
+            return  # the whole message has the engine's own count
+        try:
+            self.input_tokens = await lease.turn.count_tokens(self.call.messages, self.call.options.tools)
+        except AppError as exc:  # an engine that cannot count (Ollama): message_delta has the figure
+            log.debug("message_start without the prompt's size: %s", exc)
+
     def first(self, model: str) -> list[bytes]:
-        self.events = anthropic_render.MessageEvents(model, thinking=self.call.thinking)
-        return [named_event(n, d) for n, d in self.events.first()]
+        self.events = anthropic_render.MessageEvents(model, thinking=self.call.thinking, stops=self.stops)
+        return [named_event(n, d) for n, d in self.events.first(self.input_tokens)]
 
     def outs(self, outs: list[Out]) -> list[bytes]:
         assert self.events is not None
@@ -387,4 +472,5 @@ class _AnthropicMessage:
         return named_event("error", error.body(Dialect.ANTHROPIC))
 
     def whole(self, model: str, reply: CollectedReply, run: ReplyRun) -> dict[str, Any]:
-        return anthropic_render.message_body(model, reply, run.finish_reason, run.stats, thinking=self.call.thinking)
+        return anthropic_render.message_body(model, reply, run.finish_reason, run.stats, thinking=self.call.thinking,
+                                             stops=self.stops)  # fmt: skip

@@ -80,6 +80,7 @@ class ApiServer:
         if config is not None:
             self.config = config
         self.config.check()
+        self.catalog.keep_ids_in(self.config.state_dir)  # ids given stay across restarts
         sock = bind_socket(self.config.host, self.config.port)
         try:
             self._server = self._uvicorn(sock)
@@ -132,8 +133,9 @@ class ApiServer:
         from app.services.api.routes import Api
 
         self._router = ModelRouter(
-            self.host, self.defaults, idle_ttl_s=self.config.idle_ttl_s, max_queue=self.config.max_queue
-        )
+            self.host, self.defaults, idle_ttl_s=self.config.idle_ttl_s, max_queue=self.config.max_queue,
+            n_ctx=self.config.n_ctx,
+        )  # fmt: skip
         if self.metrics is None:  # one registry for the server's life: counts survive a restart
             metrics = self.metrics = ApiMetrics()
             self.requests.subscribe(lambda record: metrics.observe(record) if record.finished else None)

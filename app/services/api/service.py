@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,7 +49,8 @@ def config_from_settings(workstation: SettingsOwner) -> ServerConfig:
     """The server the settings describe (a negative idle time: models stay loaded)."""
     s = workstation.settings
     ttl = None if s.api_idle_ttl_s < 0 else s.api_idle_ttl_s
-    return ServerConfig(host=s.api_host, port=s.api_port, api_key=s.api_key.strip() or None, idle_ttl_s=ttl)
+    return ServerConfig(host=s.api_host, port=s.api_port, api_key=s.api_key.strip() or None, idle_ttl_s=ttl,
+                        state_dir=workstation.paths.data_dir)  # fmt: skip
 
 
 class ApiService:
@@ -114,6 +116,8 @@ class ApiService:
             if self._state is ApiState.SERVING and self.server.url is not None:
                 return self.server.url
             chosen = config or config_from_settings(self._workstation)
+            if chosen.state_dir is None:  # ``serve``'s config: its stored responses live in the app's data folder
+                chosen = replace(chosen, state_dir=self._workstation.paths.data_dir)
             if self._cleanup is not None:  # the socket of a server that died must be released first
                 await self._cleanup
                 self._cleanup = None

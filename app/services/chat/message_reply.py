@@ -47,17 +47,27 @@ class MessageReply:
     def feed(self, delta: Delta) -> None:
         self._tell(self.reader.feed(delta))
 
-    def finish(self) -> None:
-        self._tell(self.reader.finish())
+    def finish(self, *, cut: bool = False) -> None:
+        """The end of the reply; ``cut``: the token limit ended it (a call it was writing is a cut call, not text)."""
+        self._tell(self.reader.finish(cut=cut))
 
     @property
     def calls(self) -> list[tuple[str, str, str]]:
-        """(id, name, arguments JSON) of each tool call the reply made, in the order it made them."""
-        return [(c.id, c.name, c.arguments) for c in self.reader.calls]
+        """(id, name, arguments JSON) of each tool call the reply made, in the order it made them; last the call
+        the token limit cut, if any (never run: its arguments are incomplete, so none are given)."""
+        calls = [(c.id, c.name, c.arguments) for c in self.reader.calls]
+        if (cut := self.reader.cut_call) is not None:
+            calls.append((cut.id, cut.name, "{}"))
+        return calls
 
     @property
     def engine_called(self) -> bool:
         return self.reader.engine_called
+
+    @property
+    def last_call_cut(self) -> bool:
+        """Whether the last call may be incomplete: the token limit cut it (or the engine streamed it then)."""
+        return self.reader.cut_call is not None or self.reader.engine_called
 
     @property
     def content(self) -> str:

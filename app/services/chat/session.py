@@ -442,11 +442,11 @@ class ChatSession:
                     reader.apply()
                     saving = asyncio.ensure_future(self.store.update_message(reply))
                     last_save = time.monotonic()
-            reader.finish()
+            reader.finish(cut=stream.stats is not None and stream.stats.finish_reason == "length")
             stats = reply.stats = reader.stats(stream.stats)
             stopped = stats is not None and stats.finish_reason == "stopped"
             reply.status = MessageStatus.STOPPED if stopped else MessageStatus.COMPLETE
-            cut = stats is not None and stats.finish_reason == "length" and reader.engine_called
+            cut = stats is not None and stats.finish_reason == "length" and reader.last_call_cut
             calls = self._unique_ids(reader.calls)
             reply.tool_calls = tool_loop.tool_uses(calls, list(offered), last_cut=cut) if offered else []
         except AppError as exc:  # GenerationError included: the partial reply stays in the reader

@@ -31,6 +31,23 @@ class ModelUnloaded:
 
 
 @dataclass(frozen=True)
+class EmbeddingModelLoaded:
+    """A model loaded in the embedding slot: a second llama.cpp worker that holds an embedding model beside the
+    engine's own model (``ModelLoaded`` is always that one's)."""
+
+    engine: EngineKind
+    entry: str
+    info: ModelInfo
+    params: LoadParams
+
+
+@dataclass(frozen=True)
+class EmbeddingModelUnloaded:
+    engine: EngineKind
+    entry: str
+
+
+@dataclass(frozen=True)
 class LoadWaiting:
     """A load waits for the replies ahead of it on a single-sequence engine."""
 
@@ -73,5 +90,13 @@ class VllmEndpointChanged:
 
 
 EngineEvent = (
-    EngineStateChanged | ModelLoaded | ModelUnloaded | LoadWaiting | QueueChanged | ReplyFigures | VllmEndpointChanged
+    EngineStateChanged
+    | ModelLoaded
+    | ModelUnloaded
+    | LoadWaiting
+    | QueueChanged
+    | ReplyFigures
+    | VllmEndpointChanged
+    | EmbeddingModelLoaded
+    | EmbeddingModelUnloaded
 )

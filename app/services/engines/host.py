@@ -9,6 +9,11 @@ client) takes everything in arrival order — the window's replies and loads, th
 and vectors — each waits its turn and can see its place; loading another model there waits for the replies ahead
 of it and says so. vLLM takes concurrent replies as its server does; a request for another model there waits for
 those on the loaded one (``ModelGate``).
+
+Embeddings: a llama.cpp model loaded for chat answers them on its own context (no reload). An embedding model, or a
+chat model asked for vectors while another is loaded, goes to the embedding slot — a second llama.cpp worker with
+its own line, beside the engine's model — when the memory estimate says it fits (``embeds_beside``, ``use_beside``;
+``embedding_slot``); otherwise it takes the engine's model's place, as before.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from app.backends.factory import create_backend
@@ -29,11 +34,13 @@ from app.backends.protocol import (
     ConcurrentChats,
     Embeddings,
     ModelInfo,
+    ModelLoadError,
     TokenCounting,
     implements,
 )
 from app.core.errors import InvalidInputError, UnavailableError
 from app.core.params import GenerationOptions, LoadParams, SamplingParams
+from app.services.engines.embedding_slot import CountedEmbeddings, EmbeddingSlot, chat_model_file, embeds_only
 from app.services.engines.entries import EngineKind, engine_model, engine_of, entry_for
 from app.services.engines.events import (
     EngineEvent,
@@ -62,11 +69,14 @@ class LoadedModel:
     entry: str
     info: ModelInfo
     params: LoadParams
+    chat_embeds: bool = False  # loaded for chat, it answers embeddings too (on its chat context)
 
     def serves(self, entry: str, params: LoadParams) -> bool:
         """Whether a request for ``entry`` runs on this load as it is: the same model, loaded for the same use
-        (chat or embeddings); its other settings are whoever loaded it's."""
-        return self.entry == entry and self.params.embedding == params.embedding
+        (chat or embeddings) or for a chat that embeds too; its other settings are whoever loaded it's."""
+        if self.entry != entry:
+            return False
+        return self.params.embedding == params.embedding or (params.embedding and self.chat_embeds)
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class Turn:
     info: ModelInfo
     loaded_here: bool = False
     load_ms: float | None = None
+    beside: Backend | None = None  # the embedding slot's engine, when the turn is there (``use_beside``)
 
     def stream_chat(
         self, messages: list[dict[str, Any]], sampling: SamplingParams, options: GenerationOptions | None = None
@@ -91,10 +102,22 @@ class Turn:
         return self.host._reply(self.kind, [], sampling, options, prompt, in_turn=True)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        return await self.host._embedder(self.kind).embed(texts)
+        return (await self.embed_counted(texts))[0]
+
+    async def embed_counted(self, texts: list[str]) -> tuple[list[list[float]], int]:
+        """The vectors and the texts' token count (0 from an engine that does not count them)."""
+        engine = self.beside if self.beside is not None else self.host._embedder(self.kind)
+        if isinstance(engine, CountedEmbeddings):
+            return await engine.embed_counted(texts)
+        return await self.host._embedder(self.kind).embed(texts), 0
 
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
         return await self.host._counter(self.kind).count_tokens(messages, tools)
+
+    async def reload(self, params: LoadParams) -> ModelInfo:
+        """Load this turn's model again with ``params`` (e.g. a larger context), in this turn: nothing else on the
+        engine comes between (``host.load`` would queue behind the turn)."""
+        return await self.host._load_now(self.kind, self.entry, params)
 
 
 class EngineHost:
@@ -113,7 +136,8 @@ class EngineHost:
         self.vllm_endpoint: VllmEndpoint | None = None
         self.vllm_server = ManagedVllm(self)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._adopt(EngineKind.LLAMACPP, llamacpp or create_backend("llamacpp"))
+        engine = self._adopt(EngineKind.LLAMACPP, llamacpp or create_backend("llamacpp"))
+        self.embedding_slot = EmbeddingSlot.beside(engine, self.emit)  # None: this engine makes no second worker
 
     # --- events ---------------------------------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -215,7 +239,7 @@ class EngineHost:
                     if on_loading is not None:
                         on_loading()
                     began = time.perf_counter()
-                    info = await self._load_now(kind, entry, params)
+                    info = await self._load_now(kind, entry, await self._load_params_for(kind, entry, params))
                     turn = Turn(self, kind, entry, info, True, (time.perf_counter() - began) * 1000)
             yield turn
 
@@ -255,10 +279,87 @@ class EngineHost:
             turnstile.leave(ticket)
 
     async def _load_now(self, kind: EngineKind, entry: str, params: LoadParams) -> ModelInfo:
-        info = await self.engine_for(entry).load(engine_model(entry), params)
-        self._loaded[kind] = LoadedModel(entry, info, params)
+        engine = self.engine_for(entry)
+        try:
+            info = await engine.load(engine_model(entry), params)
+        except ModelLoadError as exc:
+            if not await self._make_room(kind, exc):
+                raise
+            info = await engine.load(engine_model(entry), params)
+        chat_embeds = not params.embedding and self._embeds_on_chat(kind)
+        chat_embeds = chat_embeds and not embeds_only(info.architecture, info.metadata)
+        self._loaded[kind] = LoadedModel(entry, info, params, chat_embeds)
         self.emit(ModelLoaded(kind, entry, info, params))
+        slot = self.embedding_slot
+        if chat_embeds and kind is EngineKind.LLAMACPP and slot is not None and slot.holds(entry):
+            log.info("%s is loaded for chat now, which embeds too: the embedding slot's copy is unloaded", info.name)
+            await slot.unload(entry)
         return info
+
+    # --- embeddings beside the chat model (the embedding slot) ------------------------------------------------
+    async def embeds_beside(self, entry: str, params: LoadParams) -> bool:
+        """Whether an embeddings request for ``entry`` runs in the embedding slot, a second llama.cpp worker
+        beside the engine's own model: it is there already, or it is an embedding model (or a chat model while
+        another is loaded) that fits beside what is loaded by the memory estimate. Otherwise it runs on the
+        engine's model, as before: a chat model loaded for chat embeds on its context, with no reload."""
+        slot = self.embedding_slot
+        if slot is None or not params.embedding or engine_of(entry) is not EngineKind.LLAMACPP:
+            return False
+        if slot.holds(entry):
+            return True
+        main = self._loaded.get(EngineKind.LLAMACPP)
+        if main is not None and main.serves(entry, params):
+            return False
+        placement = await slot.placement(entry, params)
+        if placement is None or (placement.chat_model and (main is None or main.entry == entry)):
+            return False
+        if not placement.fits:
+            alone = "in the slot, so it loads alone"
+            where = f"beside {main.info.name}, so it takes that model's place" if main else alone
+            log.info("%s does not fit %s (memory estimate: %s)", engine_model(entry).rsplit("/", 1)[-1], where,
+                     placement.summary.rstrip("."))  # fmt: skip
+            return False
+        return True
+
+    @contextlib.asynccontextmanager
+    async def use_beside(
+        self, entry: str, params: LoadParams, *, on_loading: Callable[[], None] | None = None
+    ) -> AsyncIterator[Turn]:
+        """A turn in the embedding slot with ``entry`` loaded for embeddings (where ``embeds_beside`` says). The
+        slot has its own line: it never waits for the engine's replies, nor they for it."""
+        slot = self.embedding_slot
+        if slot is None:
+            raise UnavailableError("This engine has no embedding slot: embed on its own model.")
+        self._bind()
+        async with slot.use(entry, params, on_loading) as held:
+            yield Turn(self, EngineKind.LLAMACPP, entry, held.info, held.loaded_here, held.load_ms, held.backend)
+
+    async def unload_beside(self, entry: str | None = None) -> None:
+        """Unload the embedding slot's model (only if it is still ``entry``, when given), in the slot's line."""
+        if self.embedding_slot is not None:
+            await self.embedding_slot.unload(entry)
+
+    async def _make_room(self, kind: EngineKind, exc: ModelLoadError) -> bool:
+        """A load that failed beside the embedding slot's model: unload that one, so the load can be tried again."""
+        slot = self.embedding_slot
+        if kind is not EngineKind.LLAMACPP or slot is None or slot.loaded is None:
+            return False
+        log.warning("could not load beside the embedding model %s (%s): unloading it and trying again",
+                    slot.loaded.info.name, exc)  # fmt: skip
+        await slot.unload()
+        return True
+
+    def _embeds_on_chat(self, kind: EngineKind) -> bool:
+        """Whether that engine's chat loads answer embeddings too (llama.cpp: on the chat context)."""
+        return bool(getattr(self._engines.get(kind), "embeds_on_chat_context", False))
+
+    async def _load_params_for(self, kind: EngineKind, entry: str, params: LoadParams) -> LoadParams:
+        """The load an embeddings request makes: a chat model is loaded for chat where its chat context embeds,
+        so the chat requests that follow need no reload; an embedding model is loaded for embeddings."""
+        if not params.embedding or not self._embeds_on_chat(kind):
+            return params
+        chat = await asyncio.get_running_loop().run_in_executor(None, chat_model_file, engine_model(entry))
+        return replace(params, embedding=False) if chat else params
 
     # --- replies --------------------------------------------------------------------------------------------
     def stream_chat(
@@ -390,6 +491,8 @@ class EngineHost:
         if self._replies:
             log.warning("a reply did not stop in time; closing the engines")
         await self.vllm_server.stop()
+        if self.embedding_slot is not None:
+            await self.embedding_slot.close()
         for engine in self.engines():
             await engine.close()
 

@@ -24,11 +24,14 @@ if TYPE_CHECKING:
 TREE_REFRESH_S = 5.0
 
 
+EMBEDDINGS = "llamacpp-embeddings"  # the engine host's embedding slot: a second llama.cpp worker
+
+
 @dataclass(frozen=True)
 class EngineTarget:
     """What the sampler should watch for one engine. ``metrics_url`` is a vLLM server's base URL."""
 
-    kind: str  # "llamacpp" | "vllm"
+    kind: str  # "llamacpp" | "vllm" | EMBEDDINGS
     label: str
     loaded: bool
     root_pid: int | None = None
@@ -124,7 +127,7 @@ def vllm_target(
 def host_targets(host: EngineHost) -> list[EngineTarget]:
     """The engines the host runs, for the monitor: the llama.cpp worker and the vLLM server offered (with its PID
     when the app started it, so its processes' memory is counted), or the app's server still starting."""
-    targets = [t for t in [llamacpp_target(host.llamacpp)] if t is not None]
+    targets = [t for t in [llamacpp_target(host.llamacpp), _embedding_target(host)] if t is not None]
     endpoint, server = host.vllm_endpoint, host.vllm_server.server
     if endpoint is not None:
         label = f"vLLM: {endpoint.served_model}"
@@ -132,3 +135,13 @@ def host_targets(host: EngineHost) -> list[EngineTarget]:
     elif server is not None and server.pid is not None:
         targets.append(EngineTarget("vllm", "vLLM (starting)", True, server.pid))  # memory only; no /metrics yet
     return targets
+
+
+def _embedding_target(host: EngineHost) -> EngineTarget | None:
+    """The embedding model loaded beside the chat model, in its own worker (memory and CPU; no KV to show)."""
+    slot = host.embedding_slot
+    backend = slot.backend if slot is not None else None
+    if slot is None or slot.loaded is None or not isinstance(backend, WorkerProcessBackend):
+        return None
+    name = model_display_name(slot.loaded.info.name, slot.loaded.entry)
+    return EngineTarget(EMBEDDINGS, f"llama.cpp embeddings: {name}", True, backend.worker_pid)

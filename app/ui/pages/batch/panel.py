@@ -43,10 +43,11 @@ from app.services.batch.job import BATCH, BatchJob, start_batch
 from app.services.batch.runner import BatchError, BatchProgress, BatchRunner, BatchSummary
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded, VllmEndpoint
-from app.services.jobs.events import Job, JobEvent, JobFinished, JobProgress, JobStarted
+from app.services.jobs.events import Job
 from app.services.library.names import model_display_name
 from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
+from app.ui.job_follow import JobFollower
 from app.ui.page import Page
 from app.ui.pages.batch.empty_state import BatchEmptyState, write_example
 from app.ui.style.icons import icon
@@ -176,7 +177,8 @@ class BatchPanel(Page):
         self._running(False)
         self.follow(follow_vllm_endpoint(self.workstation.host, self._vllm_changed))
         self.follow(self.workstation.host.subscribe(self._engine_event))
-        self.follow(self.workstation.jobs.subscribe(self._job_event))
+        follower = JobFollower(BATCH, lambda: self._job_id, self._show_job, self._progressed, self._finished)
+        self.follow(self.workstation.jobs.subscribe(follower))
 
     def _lay_out(self) -> None:
         setup = QWidget()
@@ -502,17 +504,6 @@ class BatchPanel(Page):
         )
 
     # --- the job's news ------------------------------------------------------------------------------------
-    def _job_event(self, event: JobEvent) -> None:
-        job = event.job
-        if job.kind != BATCH:
-            return
-        if isinstance(event, JobStarted):
-            self._show_job(job)
-        elif job.id == self._job_id and isinstance(event, JobProgress) and job.progress is not None:
-            self._progressed(job.progress)  # type: ignore[arg-type]
-        elif job.id == self._job_id and isinstance(event, JobFinished):
-            self._finished(job)
-
     def _show_job(self, job: Job) -> None:
         """Follow this batch job: running (its progress so far) or finished (its outcome)."""
         self._job_id = job.id

@@ -36,9 +36,10 @@ from app.core.bench.workload import BenchWorkload, parse_concurrencies
 from app.services.bench.job import BENCH, BenchOutcome, start_bench
 from app.services.bench.store import BenchStore, rows_of
 from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded, VllmEndpoint
-from app.services.jobs.events import Job, JobEvent, JobFinished, JobProgress, JobStarted
+from app.services.jobs.events import Job
 from app.services.workstation import Workstation
 from app.ui.engine_events import follow_vllm_endpoint
+from app.ui.job_follow import JobFollower
 from app.ui.page import Page
 from app.ui.pages.bench.defaults import default_concurrency, is_a_default, loaded_model
 from app.ui.pages.bench.empty_state import FIRST_RUN, BenchEmptyState, next_step
@@ -92,7 +93,8 @@ class BenchPanel(Page):
         self._kind = self.kind()
         self.follow(follow_vllm_endpoint(workstation.host, self._vllm_changed))
         self.follow(workstation.host.subscribe(self._engine_event))
-        self.follow(workstation.jobs.subscribe(self._job_event))
+        follower = JobFollower(BENCH, lambda: self._job_id, self._show_job, self._step, self._finished)
+        self.follow(workstation.jobs.subscribe(follower))
         self._engine_changed()
         self._running(False)
 
@@ -415,17 +417,6 @@ class BenchPanel(Page):
             self._say("Cancelling…")
 
     # --- the job's news -----------------------------------------------------------------------------------
-    def _job_event(self, event: JobEvent) -> None:
-        job = event.job
-        if job.kind != BENCH:
-            return
-        if isinstance(event, JobStarted):
-            self._show_job(job)
-        elif job.id == self._job_id and isinstance(event, JobProgress):
-            self._progressed(job)
-        elif job.id == self._job_id and isinstance(event, JobFinished):
-            self._finished(job)
-
     def _show_job(self, job: Job) -> None:
         """Follow this bench job: running (its progress so far) or finished (its outcome)."""
         self._job_id = job.id
@@ -437,9 +428,10 @@ class BenchPanel(Page):
         self._progressed(job)
 
     def _progressed(self, job: Job) -> None:
-        step = cast("BenchProgress | None", job.progress)
-        if step is None:
-            return
+        if job.progress is not None:
+            self._step(cast("BenchProgress", job.progress))
+
+    def _step(self, step: BenchProgress) -> None:
         self.progress.setValue(round(step.fraction * 1000))
         self._say(step.text()[:1].upper() + step.text()[1:])
 

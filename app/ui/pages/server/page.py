@@ -1,5 +1,6 @@
 """The API server page: the machine's one local LLM endpoint (OpenAI- and Anthropic-compatible) over every engine.
-Start/stop, where it listens, its key, the URL to copy, snippets to paste, and a live log of the requests.
+Start/stop, where it listens, its key, the URL to copy, snippets to paste, coding agents to launch on it (in a
+terminal, through ``llm-workstation launch``), and a live log of the requests.
 
 The page is a view of ``workstation.api``: the server runs on the window's loop with the window's engine host (a
 chat and an API client share the loaded model; the log shows the wait), keeps serving while other pages are shown,
@@ -9,8 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
+import shlex
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
@@ -36,13 +41,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.errors import AppError
+from app.core.errors import AppError, UnavailableError
 from app.core.units import MISSING
+from app.services.agents.agents import agent_by_id
+from app.services.agents.terminal import open_in_terminal
 from app.services.api.events import ApiEvent, ApiRequestLogged, ApiSnapshot, ApiState, ApiStateChanged
 from app.services.engines.entries import EngineKind
 from app.services.workstation import Workstation
 from app.ui.page import Page
-from app.ui.pages.server.snippets import SNIPPETS
+from app.ui.pages.server.agents_card import AgentsCard
+from app.ui.pages.server.snippets import PLACEHOLDER_MODEL, SNIPPETS
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_M, SPACE_S, set_role
 from app.ui.tasks import spawn
@@ -52,6 +60,7 @@ if TYPE_CHECKING:
     from app.services.api.records import RequestRecord
     from app.services.settings_changes import SettingsChanged
 
+API_KEY_ENV = "LLMW_API_KEY"  # what ``llm-workstation launch`` reads first
 HOSTS = (("127.0.0.1", "This machine only (127.0.0.1)"), ("0.0.0.0", "The network (0.0.0.0) — needs an API key"))
 COLUMNS = ("Time", "Client", "Endpoint", "Model", "Engine", "Tokens in/out", "Wait", "TTFT", "tok/s", "Status")
 MAX_ROWS = 200
@@ -86,7 +95,9 @@ class ServerPage(Page):
         column = QVBoxLayout(body)
         column.setContentsMargins(SPACE_M, SPACE_M, SPACE_M, SPACE_M)
         column.setSpacing(SPACE_M)
-        for widget in (title, subtitle, self.notices, self._control_card(), self._snippet_card()):
+        self.agents = AgentsCard()
+        self.agents.launch_requested.connect(lambda agent_id: spawn(self.launch_agent(agent_id), "server: agent"))
+        for widget in (title, subtitle, self.notices, self._control_card(), self._snippet_card(), self.agents):
             column.addWidget(widget)
         column.addWidget(self._log_card(), 1)
         scroll = QScrollArea()
@@ -185,6 +196,9 @@ class ServerPage(Page):
         return card
 
     # --- the Page protocol ----------------------------------------------------------------------------------
+    def shown_again(self) -> None:
+        self.agents.refresh()  # one installed meanwhile
+
     def settings_changed(self, event: SettingsChanged) -> None:
         if event.touches(*FORM_SETTINGS):  # written here, or elsewhere (the Settings page, a file read again)
             self._load_settings()
@@ -203,6 +217,33 @@ class ServerPage(Page):
     async def _start(self) -> None:
         with contextlib.suppress(AppError, OSError):  # the service's snapshot says why: shown as a notice
             await self.workstation.api.start()
+
+    # --- coding agents --------------------------------------------------------------------------------------
+    async def launch_agent(self, agent_id: str) -> list[str] | None:
+        """Open the agent in a terminal on this server (started first when it is not running), through
+        ``llm-workstation launch``; returns the terminal's argv. Without a terminal, a notice offers the command."""
+        api, agent = self.workstation.api, agent_by_id(agent_id)
+        if api.state is not ApiState.SERVING:
+            self._save_settings()  # what the form shows is what starts
+            await self._start()
+        url = api.url
+        if url is None:
+            return None  # the notice says why it did not start
+        port = url.rsplit(":", 1)[1]
+        shown = shlex.join(["llm-workstation", "launch", agent_id, "--port", port])
+        env = {k: v for k, v in os.environ.items() if k != API_KEY_ENV}
+        if api.api_key:
+            env[API_KEY_ENV] = api.api_key  # the key this server asks for, not one the app's shell may hold
+        try:
+            argv = open_in_terminal([sys.executable, "-m", "app", "launch", agent_id, "--port", port, "--keep-open"],
+                                    env)  # fmt: skip
+        except UnavailableError as exc:
+            copy = ("Copy command", lambda: QGuiApplication.clipboard().setText(shown))
+            self.notices.show_notice(f"{exc} The command: {shown}", "warning", key="agent", action=copy)
+            return None
+        self.notices.show_notice(f"{agent.name} opened in a terminal ({Path(argv[0]).name}) on {url}.", "success",
+                                 key="agent")  # fmt: skip
+        return argv
 
     # --- state ----------------------------------------------------------------------------------------------
     @property
@@ -248,7 +289,7 @@ class ServerPage(Page):
             from app.services.library.names import model_display_name
 
             return model_display_name(loaded.info.name, loaded.info.path)
-        return "MODEL"  # GET /v1/models lists the ids
+        return PLACEHOLDER_MODEL  # GET /v1/models lists the ids
 
     def _host(self) -> str:
         return str(self.host_box.currentData())

@@ -1,4 +1,4 @@
-"""Ready-to-paste ways to use the server: curl, the ``openai`` Python client, an Anthropic-API coding agent.
+"""Ready-to-paste ways to use the server: curl, the ``openai`` Python client, each coding agent.
 Every value is quoted for its language (``shlex.quote`` for the shell, a string literal for Python), so a model
 named ``Gemma 3 270M`` or a key with odd characters pastes and runs as it is."""
 
@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from app.services.agents.agents import AGENTS, Agent
+from app.services.agents.setup import Target, shell_snippet
+
+PLACEHOLDER_MODEL = "MODEL"  # no model loaded: the snippets say where the id goes
 
 
 def curl_snippet(url: str, model: str, key: str | None) -> str:
@@ -30,14 +37,22 @@ def openai_snippet(url: str, model: str, key: str | None) -> str:
     )
 
 
-def agent_snippet(url: str, model: str, key: str | None) -> str:
-    """Coding agents that speak Anthropic's Messages API read these variables."""
-    return (
-        "# an Anthropic-API coding agent (e.g. one that reads ANTHROPIC_BASE_URL), in the same shell:\n"
-        f"export ANTHROPIC_BASE_URL={shlex.quote(url)}\n"
-        f"export ANTHROPIC_AUTH_TOKEN={shlex.quote(key or 'not-needed')}\n"
-        f"export ANTHROPIC_MODEL={shlex.quote(model)}\n"
-    )
+def agent_snippet(agent: Agent, url: str, model: str, key: str | None) -> str:
+    """The agent on this server as it pastes into bash or zsh (what ``llm-workstation launch`` sets), after a
+    comment naming that shorter command."""
+    port = urlsplit(url).port
+    chosen = [] if model == PLACEHOLDER_MODEL else ["--model", model]  # launch picks one itself
+    launch = shlex.join(["llm-workstation", "launch", agent.id, *chosen, *(["--port", str(port)] if port else [])])
+    comment = f"# {agent.name} on this server (or: {launch})".replace("\n", " ").replace("\r", " ")
+    return comment + "\n" + shell_snippet(agent, Target(url, model, key))
 
 
-SNIPPETS = (("curl", curl_snippet), ("Python (openai)", openai_snippet), ("Coding agent", agent_snippet))
+def _for(agent: Agent) -> Callable[[str, str, str | None], str]:
+    return lambda url, model, key: agent_snippet(agent, url, model, key)
+
+
+SNIPPETS: tuple[tuple[str, Callable[[str, str, str | None], str]], ...] = (
+    ("curl", curl_snippet),
+    ("Python (openai)", openai_snippet),
+    *((agent.name, _for(agent)) for agent in AGENTS),
+)

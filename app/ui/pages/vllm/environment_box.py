@@ -24,9 +24,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.vllm.log import InstallProgress
-from app.services.jobs.events import Job, JobEvent, JobFinished, JobProgress, JobStarted
+from app.services.jobs.events import Job
 from app.services.vllm.environment import VllmEnvironment, VllmInstall, default_env_dir
 from app.services.vllm.install_job import VLLM_INSTALL, Installer, InstallJob, start_install
+from app.ui.job_follow import JobFollower
 from app.ui.pages.vllm.hardware import CHECKING, MachineFit
 from app.ui.pages.vllm.log_tail import LogTail
 from app.ui.style.icons import icon, icon_size
@@ -105,7 +106,8 @@ class VllmEnvironmentBox(QFrame):
         for part in hidden:
             part.hide()
         self.python_edit.editingFinished.connect(self._edited)
-        self._unsubscribe = self.jobs.subscribe(self._job_event)
+        follower = JobFollower(VLLM_INSTALL, lambda: self._job_id, self._show_job, self._progressed, self._finished)
+        self._unsubscribe = self.jobs.subscribe(follower)
         self.destroyed.connect(self._unsubscribe)  # the function, not the box: it may be gone when this fires
         running = self.jobs.running(VLLM_INSTALL)
         if running is not None:
@@ -236,17 +238,6 @@ class VllmEnvironmentBox(QFrame):
         await self.jobs.wait(job.id)
         if self._detecting is not None:
             await self._detecting
-
-    def _job_event(self, event: JobEvent) -> None:
-        job = event.job
-        if job.kind != VLLM_INSTALL:
-            return
-        if isinstance(event, JobStarted):
-            self._show_job(job)
-        elif job.id == self._job_id and isinstance(event, JobProgress) and job.progress is not None:
-            self._progressed(job.progress)  # type: ignore[arg-type]
-        elif job.id == self._job_id and isinstance(event, JobFinished):
-            self._finished(job)
 
     def _show_job(self, job: Job) -> None:
         self._job_id = job.id
