@@ -216,15 +216,8 @@ def vllm():
 @pytest.fixture(scope="module")
 def vllm_api(vllm):
     with ApiHarness(None, ServerConfig(port=0)) as harness:
-        offer_vllm(harness, VllmEndpoint(vllm.base_url, "tiny-llama", None, "remote"))
+        harness.offer_vllm(VllmEndpoint(vllm.base_url, "tiny-llama", None, "remote"))
         yield harness
-
-
-def offer_vllm(api, endpoint):
-    async def offer() -> None:
-        api.host.offer_vllm(endpoint)
-
-    api.run(offer())
 
 
 def test_n_on_vllm_runs_the_choices_side_by_side(vllm_api, vllm):
@@ -259,7 +252,7 @@ def test_echo_reaches_vllm_as_its_own_field(vllm_api, vllm):
 def test_n_and_echo_on_the_real_vllm_server(vllm_server):
     with ApiHarness(None, ServerConfig(port=0)) as api:
         endpoint = VllmEndpoint(vllm_server.base_url, vllm_server.served_model_name, vllm_server.api_key, "remote")
-        offer_vllm(api, endpoint)
+        api.offer_vllm(endpoint)
         model, client = vllm_server.served_model_name, api.openai()
         two = client.completions.create(model=model, prompt="hello there", max_tokens=6, temperature=1.0, seed=1, n=2)
         assert [c.index for c in two.choices] == [0, 1] and two.usage.completion_tokens >= 2

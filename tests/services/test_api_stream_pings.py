@@ -28,11 +28,7 @@ def vllm():
 def api(vllm):
     config = ServerConfig(port=0, first_token_grace_s=0.0, ping_interval_s=0.05)
     with ApiHarness(None, config) as harness:
-
-        async def offer() -> None:
-            harness.host.offer_vllm(VllmEndpoint(vllm.base_url, "tiny-llama", None, "remote"))
-
-        harness.run(offer())
+        harness.offer_vllm(VllmEndpoint(vllm.base_url, "tiny-llama", None, "remote"))
         yield harness
 
 

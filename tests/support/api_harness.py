@@ -18,7 +18,7 @@ from app.services.api.catalog import ModelCatalog, OllamaLister
 from app.services.api.config import ServerConfig
 from app.services.api.records import RequestRecord
 from app.services.api.server import ApiServer
-from app.services.engines.events import EngineEvent
+from app.services.engines.events import EngineEvent, VllmEndpoint
 from app.services.engines.host import EngineHost
 from app.services.library.index import LibraryRoots, ModelLibrary
 from app.services.model_settings import ModelSettingsStore
@@ -65,6 +65,15 @@ class ApiHarness:
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 60) -> T:
         return self.background.run(coro, timeout_s)
+
+    def offer_vllm(self, endpoint: VllmEndpoint) -> None:
+        """Offer a vLLM server (a fake or a real one) to the host, on its loop."""
+
+        async def offer() -> None:
+            assert self.host is not None
+            self.host.offer_vllm(endpoint)
+
+        self.run(offer())
 
     def close(self) -> None:
         async def stop() -> None:
