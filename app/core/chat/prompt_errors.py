@@ -1,6 +1,7 @@
 """Messages for requests that do not fit the loaded context."""
 
-CONTEXT_SETTINGS = "`llm-workstation serve --ctx N`, or the model's context size in its settings (Library)"
+# Named in words (the error vocabulary rule); README's API section gives the server's option for it.
+CONTEXT_SETTINGS = "the server's context size option, or the model's context size in its settings (Library)"
 
 
 def prompt_too_long_message(prompt_tokens: int, n_ctx: int) -> str:
