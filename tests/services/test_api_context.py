@@ -161,7 +161,11 @@ def test_a_prompt_beyond_the_trained_context_is_a_400_naming_the_figures_and_the
             api.openai().chat.completions.create(model="short", messages=LONG, max_tokens=4)
         message = _message(refused.value)
         assert refused.value.body["code"] == "context_length_exceeded"
-        assert f"{tokens:,} tokens" in message and "1,024 tokens" in message and "the server's context size option" in message
+        assert (
+            f"{tokens:,} tokens" in message
+            and "1,024 tokens" in message
+            and "the server's context size option" in message
+        )
         with pytest.raises(anthropic.BadRequestError, match="trained on a context of 1,024"):
             api.anthropic().messages.create(model="short", max_tokens=4, messages=LONG)
         assert [e.info.n_ctx for e in _loads(api)] == [512]  # nothing reloaded for nothing
