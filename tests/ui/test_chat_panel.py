@@ -81,7 +81,7 @@ def test_stop_regenerate_edit_and_history_survive_reopen(qtbot, qloop, make_wind
         window = await make_window()
         panel = window.chat_panel
         await _load(panel, long_context_gguf)
-        panel.sampling.set_params(SamplingParams(max_tokens=2000, temperature=0.0))
+        panel.sampling.set_params(SamplingParams(max_tokens=4000, temperature=0.0))  # the context: Stop comes first
 
         _send(qtbot, panel, "first question")
         await _streamed_text(panel)
@@ -122,7 +122,7 @@ def test_worker_killed_mid_reply_window_lives_and_model_reloads(qtbot, qloop, ma
         window = await make_window()
         panel = window.chat_panel
         await _load(panel, long_context_gguf)
-        panel.sampling.set_params(SamplingParams(max_tokens=2000, temperature=0.0))
+        panel.sampling.set_params(SamplingParams(max_tokens=4000, temperature=0.0))  # the context: the kill comes first
         _send(qtbot, panel, "tell me everything")
         await _streamed_text(panel)
         panel.host.llamacpp.kill_worker()
