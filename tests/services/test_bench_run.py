@@ -23,6 +23,7 @@ from app.services.monitor.nvml import NvmlReader
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.fake_pynvml import FakeGpu, FakePynvml
+from tests.support.processes import children_running
 
 SMALL = BenchWorkload(concurrencies=(1, 3), requests=5, max_tokens=12, warmup=1, prompt_words=(6, 20),
                       prompt_weights=(1.0, 1.0))  # fmt: skip
@@ -33,14 +34,7 @@ def _no_gpu() -> NvmlReader:
 
 
 def _worker_children() -> list[psutil.Process]:
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "app.backends.llamacpp.worker" in " ".join(child.cmdline()):
-                found.append(child)
-        except psutil.Error:
-            continue
-    return found
+    return children_running("app.backends.llamacpp.worker")
 
 
 def test_llamacpp_rows_are_consistent(long_context_gguf):

@@ -13,6 +13,7 @@ from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.layout import assert_fits
 from tests.support.page_frame import themed, window_frame
+from tests.support.processes import children_running
 from tests.support.waiting import until
 
 
@@ -37,14 +38,7 @@ def _small(panel, model: str, concurrency: str = "1,2", requests: int = 3, max_t
 
 
 def _worker_children() -> list[psutil.Process]:
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "app.backends.llamacpp.worker" in " ".join(child.cmdline()):
-                found.append(child)
-        except psutil.Error:
-            continue
-    return found
+    return children_running("app.backends.llamacpp.worker")
 
 
 def test_llamacpp_bench_fills_table_charts_and_saved_runs(qloop, make_panel, long_context_gguf):
