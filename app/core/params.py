@@ -30,6 +30,9 @@ class LoadParams:
     lora_path: str | None = None  # a GGUF LoRA adapter applied at load
     embedding: bool = False  # load for embeddings only (llama.cpp: a pooled vector per text; no chat)
     mmproj_path: str | None = None  # the vision projector; None: the one found next to the model, if any
+    # speculative decoding on llama.cpp: "off", "ngram" (prompt lookup, no second model) or "draft:<GGUF path>"
+    speculative: str = "off"
+    n_parallel: int | None = None  # sequences decoded at once (llama.cpp); None: chosen from the memory estimate
 
     def problems(self) -> list[str]:
         """Human-readable reasons this combination cannot load, empty when it can."""

@@ -42,6 +42,9 @@ class ReplyStats:
     thinking_ms: float | None = None  # from the first thinking token to the answer's first (or the end)
     thinking_tokens: int = 0
     stop_sequence: str | None = None  # the stop string that ended the reply, when one did
+    spec_mode: str | None = None  # speculative decoding used for the reply ("ngram", "draft"); None: none
+    spec_drafted: int = 0  # draft tokens proposed
+    spec_accepted: int = 0  # draft tokens the model accepted (acceptance = accepted / drafted)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
