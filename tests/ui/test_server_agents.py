@@ -48,6 +48,8 @@ def test_each_agent_says_whether_it_is_installed_and_how_to_install_it(qloop, ma
     install_fake_agent(bin_dir, "claude")
     page = make_page()
     rows = page.agents.rows
+    assert all(row.status.text() == "Checking…" for row in rows.values())  # the lookup runs off the Qt thread
+    qloop.run_until_complete(page.agents.checking)
     assert "Installed" in rows["claude"].status.text() and rows["claude"].open.isEnabled()
     assert rows["claude"].copy_install.isHidden()
     for agent_id, command in (("codex", "npm install -g @openai/codex"), ("opencode", "npm install -g opencode-ai")):
@@ -57,7 +59,7 @@ def test_each_agent_says_whether_it_is_installed_and_how_to_install_it(qloop, ma
         row.copy_install.click()
         assert QGuiApplication.clipboard().text() == command
     install_fake_agent(bin_dir, "codex")
-    page.agents.refresh()  # "Check again"
+    qloop.run_until_complete(page.agents.refresh())  # "Check again"
     assert "Installed" in rows["codex"].status.text() and rows["codex"].open.isEnabled()
 
 
@@ -73,6 +75,7 @@ def test_open_in_terminal_starts_the_server_and_aims_the_agent_at_it(qloop, make
         page.key.setText("k-agent-page")
         page.key.editingFinished.emit()
         assert page.workstation.api.state is ApiState.STOPPED
+        await page.agents.checking
         page.agents.rows["claude"].open.click()
         await until(lambda: (tmp_path / "terminal.json").exists(), 60)
         assert "opened in a terminal" in page.notices.text()
@@ -138,6 +141,7 @@ def test_the_agent_snippets_name_the_running_servers_url_model_and_key(qloop, ma
 def test_the_page_with_the_agents_card_fits_a_small_laptop(qloop, make_page, bin_dir, palette):
     with themed(palette):
         page = make_page()
+        qloop.run_until_complete(page.agents.checking)  # the longest texts: the install commands
         assert_fits(page)
 
 

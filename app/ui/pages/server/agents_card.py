@@ -4,6 +4,7 @@ does the launching (``launch_requested``); this card only shows and asks."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import shlex
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.services.agents.agents import AGENTS, Agent, Located, locate
 from app.ui.style.icons import icon
 from app.ui.style.theme import SPACE_S, set_role
+from app.ui.tasks import spawn
 
 
 class _AgentRow:
@@ -98,10 +100,21 @@ class AgentsCard(QFrame):
         layout.addLayout(grid)
         self.refresh()
 
-    def refresh(self, env: Mapping[str, str] | None = None) -> None:
-        """Look for each agent again (``env``: the environment to search, the app's by default)."""
+    def refresh(self, env: Mapping[str, str] | None = None) -> asyncio.Task[None]:
+        """Look for each agent again, off the Qt thread (``env``: the environment to search, the app's by default);
+        the rows say "Checking…" until the lookup is done. Returns the task, which tests await."""
         for row in self.rows.values():
-            row.show_state(locate(row.agent, env))
+            row.status.setText("Checking…")
+            row.open.setEnabled(False)
+        self.checking = spawn(self._look(env), "look for coding agents")
+        return self.checking
+
+    async def _look(self, env: Mapping[str, str] | None) -> None:
+        agents = [row.agent for row in self.rows.values()]
+        # PATH lookups and the npx cache listing read the disk
+        found = await asyncio.to_thread(lambda: [locate(agent, env) for agent in agents])
+        for row, located in zip(self.rows.values(), found, strict=True):
+            row.show_state(located)
 
     def copy_install_command(self, agent_id: str) -> str:
         command = self.rows[agent_id].agent.install_command
