@@ -17,6 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from app.core.vllm.speculative import (
+    SPECULATIVE_FLAG,
+    SPECULATIVE_FLAG_SINCE,
+    VllmSpeculation,
+    speculative_argv,
+    speculative_problems,
+)
+
 __all__ = [
     "API_MODULE",
     "DTYPES",
@@ -92,6 +100,7 @@ FLAG_SINCE: dict[str, str] = {
     "--kv-offloading-backend": "0.11.1",
     "--enable-auto-tool-choice": "0.6.0",  # tool calling in the OpenAI server: PR #5649
     "--tool-call-parser": "0.6.0",
+    SPECULATIVE_FLAG: SPECULATIVE_FLAG_SINCE,
     "serve": "0.5.1",
 }
 # Flags a user might still type into "extra arguments" that newer versions reject.
@@ -119,6 +128,7 @@ _OWNED_FLAGS = frozenset(
         "--no-enable-prefix-caching",
         "--enforce-eager",
         "--kv-offloading-size",
+        SPECULATIVE_FLAG,
     }
 )
 _SECRET_FLAGS = frozenset({"--api-key"})
@@ -143,6 +153,11 @@ class VllmServerOptions:
     enforce_eager: bool = False
     kv_offloading_size: float | None = None  # GiB of CPU memory for offloaded KV blocks
     tool_call_parser: str | None = None  # None: picked from the model's name (TOOL_PARSERS); "": no tool calling
+    speculative_method: str | None = None  # None: off; "ngram" or "draft_model" (app.core.vllm.speculative)
+    speculative_tokens: int | None = None  # draft tokens per step
+    speculative_lookup_max: int | None = None  # n-gram sizes matched in the prompt
+    speculative_lookup_min: int | None = None
+    speculative_draft_model: str | None = None
     api_key: str | None = field(default=None, repr=False)  # never in logs or tracebacks
     extra_args: list[str] = field(default_factory=list)
     host: str = "127.0.0.1"
@@ -152,6 +167,19 @@ class VllmServerOptions:
     def display_name(self) -> str:
         """The name clients use in requests: the served name, else the model as given."""
         return self.served_model_name or self.model
+
+    @property
+    def speculation(self) -> VllmSpeculation | None:
+        """The speculative-decoding choice, None when it is off."""
+        if not self.speculative_method:
+            return None
+        return VllmSpeculation(
+            method=self.speculative_method,
+            num_speculative_tokens=self.speculative_tokens,
+            prompt_lookup_max=self.speculative_lookup_max,
+            prompt_lookup_min=self.speculative_lookup_min,
+            draft_model=self.speculative_draft_model,
+        )
 
 
 # Tool calling: ``--enable-auto-tool-choice --tool-call-parser P`` with the parser for the model's chat format, picked
@@ -307,6 +335,7 @@ def validate(options: VllmServerOptions) -> list[str]:
     _check_numbers(options, messages)
     _check_choices(options, messages)
     _check_extra_args(options, messages)
+    messages += speculative_problems(options.speculation)
     return messages
 
 
@@ -346,6 +375,7 @@ def _engine_args(options: VllmServerOptions) -> list[str]:
     parser = tool_parser(options)
     if parser:  # the chat's tools reach the model, and its calls come back as tool_calls
         args += ["--enable-auto-tool-choice", "--tool-call-parser", parser]
+    args += speculative_argv(options.speculation)
     return args + list(options.extra_args)
 
 

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.vllm.options import VllmServerOptions, unsupported_flags, validate
+from app.core.vllm.speculative import SPECULATIVE_METHODS
 from app.ui.style.icons import icon
 from app.ui.widgets.palette import error_color, muted_color, set_text_color
 
@@ -35,6 +36,7 @@ KV_CACHE_CHOICES = ("", "auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "floa
 QUANTIZATION_CHOICES = ("", "awq", "gptq", "fp8", "bitsandbytes", "gguf", "compressed-tensors")
 DTYPE_CHOICES = ("", "auto", "bfloat16", "float16", "half", "float32")
 PREFIX_CHOICES = (("vLLM default", None), ("on", True), ("off", False))
+SPECULATIVE_CHOICES = (("Off", None), *((text, method) for method, text in SPECULATIVE_METHODS.items()))
 # (field, label, placeholder, parse as) for the typed numbers.
 NUMBERS: tuple[tuple[str, str, str, type], ...] = (
     ("max_model_len", "Max context length", "model's own (-1: as long as fits)", int),
@@ -44,7 +46,16 @@ NUMBERS: tuple[tuple[str, str, str, type], ...] = (
     ("tensor_parallel_size", "Tensor-parallel size", "1 (GPUs to split over)", int),
     ("kv_offloading_size", "KV offloading (GiB)", "off (CPU memory for KV blocks)", float),
     ("port", "Port", "any free port", int),
+    ("speculative_tokens", "Draft tokens per step", "e.g. 4", int),
+    ("speculative_lookup_min", "N-gram min", "vLLM: as max", int),
+    ("speculative_lookup_max", "N-gram max", "vLLM: as min (5)", int),
 )
+# The fields each speculative method uses (the others are disabled).
+SPECULATIVE_FIELDS = {
+    None: (),
+    "ngram": ("speculative_tokens", "speculative_lookup_min", "speculative_lookup_max"),
+    "draft_model": ("speculative_tokens", "speculative_draft_model"),
+}
 
 
 # The fields always shown, and those under "More options" (field name, label), two per row.
@@ -64,6 +75,11 @@ ADVANCED = (
     ("quantization", "Quantization"),
     ("dtype", "Weights dtype"),
     ("enable_prefix_caching", "Prefix caching"),
+    ("speculative_method", "Speculative decoding"),
+    ("speculative_tokens", "Draft tokens per step"),
+    ("speculative_draft_model", "Draft model"),
+    ("speculative_lookup_min", "N-gram min"),
+    ("speculative_lookup_max", "N-gram max"),
 )
 
 
@@ -92,6 +108,17 @@ class VllmOptionsForm(QWidget):
         self.prefix_caching = QComboBox()
         for text, value in PREFIX_CHOICES:
             self.prefix_caching.addItem(text, value)
+        self.speculative_method = QComboBox()
+        self.speculative_method.setObjectName("vllm_speculative_method")
+        for text, method in SPECULATIVE_CHOICES:
+            self.speculative_method.addItem(text, method)
+        self.speculative_method.setToolTip(
+            "Propose several tokens cheaply and let the model check them in one step: n-gram lookup copies from "
+            "the prompt (no second model); a draft model needs the same tokenizer as the served one."
+        )
+        self.draft_model = QLineEdit()
+        self.draft_model.setObjectName("vllm_draft_model")
+        self.draft_model.setPlaceholderText("small model folder or repo id, same tokenizer")
         self.enforce_eager = QCheckBox("Enforce eager (no graph compilation: starts faster, runs slower)")
         self.extra_args = QLineEdit()
         self.extra_args.setPlaceholderText("more vLLM flags, e.g. --scheduling-policy priority")
@@ -142,6 +169,8 @@ class VllmOptionsForm(QWidget):
             "quantization": self.quantization,
             "dtype": self.dtype,
             "enable_prefix_caching": self.prefix_caching,
+            "speculative_method": self.speculative_method,
+            "speculative_draft_model": self.draft_model,
         }
         return named.get(name) or self.numbers[name]
 
@@ -162,11 +191,13 @@ class VllmOptionsForm(QWidget):
         )
 
     def _connect(self) -> None:
-        for edit in (self.model, self.served_name, self.api_key, self.extra_args, *self.numbers.values()):
+        edits = (self.model, self.served_name, self.api_key, self.extra_args, self.draft_model, *self.numbers.values())
+        for edit in edits:
             edit.textChanged.connect(self.check)
         for combo in (self.kv_cache_dtype, self.quantization, self.dtype):
             combo.currentTextChanged.connect(self.check)
         self.prefix_caching.currentIndexChanged.connect(self.check)
+        self.speculative_method.currentIndexChanged.connect(self.check)
         self.enforce_eager.toggled.connect(self.check)
         self.browse_button.clicked.connect(self.browse)
 
@@ -184,13 +215,18 @@ class VllmOptionsForm(QWidget):
     def _read(self) -> tuple[VllmServerOptions, list[str]]:
         problems: list[str] = []
         values: dict[str, Any] = {"model": self.model.text().strip()}
-        for name, label, _hint, kind in NUMBERS:
-            values[name] = _parse_number(self.numbers[name].text(), label, kind, problems)
+        values["speculative_method"] = method = self.speculative_method.currentData()
+        unused = set(SPECULATIVE_FIELDS["ngram"] + SPECULATIVE_FIELDS["draft_model"]) - set(SPECULATIVE_FIELDS[method])
+        for name, label, _hint, kind in NUMBERS:  # a method's fields are kept in the form, sent only when used
+            text = "" if name in unused else self.numbers[name].text()
+            values[name] = _parse_number(text, label, kind, problems)
         values["kv_cache_dtype"] = _combo_value(self.kv_cache_dtype)
         values["quantization"] = _combo_value(self.quantization)
         values["dtype"] = _combo_value(self.dtype)
         values["served_model_name"] = self.served_name.text().strip() or None
         values["enable_prefix_caching"] = self.prefix_caching.currentData()
+        draft = self.draft_model.text().strip()
+        values["speculative_draft_model"] = draft if draft and "speculative_draft_model" not in unused else None
         values["enforce_eager"] = self.enforce_eager.isChecked()
         values["api_key"] = self.api_key.text() or None
         try:
@@ -222,6 +258,10 @@ class VllmOptionsForm(QWidget):
         _set_combo(self.dtype, values.get("dtype"))
         index = [value for _text, value in PREFIX_CHOICES].index(values.get("enable_prefix_caching"))
         self.prefix_caching.setCurrentIndex(index)
+        methods = [value for _text, value in SPECULATIVE_CHOICES]
+        method = values.get("speculative_method")
+        self.speculative_method.setCurrentIndex(methods.index(method) if method in methods else 0)
+        self.draft_model.setText(str(values.get("speculative_draft_model") or ""))
         self.enforce_eager.setChecked(bool(values.get("enforce_eager")))
         if "api_key" in values:
             self.api_key.setText(str(values.get("api_key") or ""))
@@ -236,6 +276,7 @@ class VllmOptionsForm(QWidget):
     def check(self) -> list[str]:
         """Show the problems (empty model excepted while nothing is typed) and version warnings; return them."""
         options, parse_problems = self._read()
+        self._enable_speculative_fields(options.speculative_method)
         problems = parse_problems + validate(options)
         # An empty model is only a problem once Start is pressed: the form starts empty.
         shown = problems if options.model else parse_problems + validate(replace(options, model="model"))
@@ -252,6 +293,11 @@ class VllmOptionsForm(QWidget):
         self._name_more_button()
         self.edited.emit()
         return problems
+
+    def _enable_speculative_fields(self, method: str | None) -> None:
+        used = SPECULATIVE_FIELDS.get(method, ())
+        for name in SPECULATIVE_FIELDS["ngram"] + SPECULATIVE_FIELDS["draft_model"]:
+            self._field(name).setEnabled(name in used)
 
     def browse(self) -> None:
         """A non-blocking folder dialog for a downloaded Hugging Face model."""
