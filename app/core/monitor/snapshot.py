@@ -72,6 +72,17 @@ class KvReading:
     preemptions_total: int | None = None
     prefix_cache_hit_rate: float | None = None  # over the last sample interval (the first: since start)
     generation_tokens_per_s: float | None = None
+    # speculative decoding (vLLM): accepted / drafted over the last interval, else since start; tokens per step
+    spec_acceptance_rate: float | None = None
+    spec_mean_accepted_length: float | None = None
+    # vLLM's host KV tier (KV offloading): configured size, bytes moved since start and per second now
+    host_tier_capacity_bytes: int | None = None
+    host_tier_store_bytes_total: float | None = None
+    host_tier_load_bytes_total: float | None = None
+    host_tier_store_bytes_per_s: float | None = None
+    host_tier_load_bytes_per_s: float | None = None
+    host_swap_bytes_lower_bound: float | None = None  # store + load: swap traffic is at least this
+    cached_prompt_tokens_by_source: tuple[tuple[str, float], ...] = ()  # ("device", 70.0), ("host", 20.0)…
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,15 @@ class VllmMetrics:
         return (self.kv_offload_store_bytes_total or 0.0) + (self.kv_offload_load_bytes_total or 0.0)
 
     @property
+    def kv_offloading_capacity_bytes(self) -> int | None:
+        """The host KV tier's configured size (``--kv-offloading-size``, GiB in ``cache_config_info``); None: off."""
+        try:
+            gib = float(self.cache_config["kv_offloading_size"])
+        except (KeyError, ValueError):
+            return None
+        return round(gib * (1 << 30)) if gib > 0 else None
+
+    @property
     def prefix_cache_hit_rate(self) -> float | None:
         """Hits over queries since the server started (0–1), None before the first query."""
         return _ratio(self.prefix_cache_hits_total, self.prefix_cache_queries_total)
@@ -149,6 +158,9 @@ class VllmRates:
     new_preemptions: int | None
     prefix_cache_hit_rate: float | None  # over the interval only; None when nothing was queried
     mean_ttft_s: float | None  # of the requests that got their first token in the interval
+    kv_offload_store_bytes_per_s: float | None = None  # device → host KV tier
+    kv_offload_load_bytes_per_s: float | None = None  # host → device
+    spec_acceptance_rate: float | None = None  # over the interval only; None when nothing was drafted
 
     @property
     def preempting(self) -> bool:
@@ -219,6 +231,9 @@ def rates(previous: VllmMetrics, current: VllmMetrics, seconds: float) -> VllmRa
         new_preemptions=int(preemptions) if preemptions is not None else None,
         prefix_cache_hit_rate=_ratio(delta("prefix_cache_hits_total"), delta("prefix_cache_queries_total")),
         mean_ttft_s=_ratio(delta("ttft_sum_s"), delta("ttft_count")),
+        kv_offload_store_bytes_per_s=per_second("kv_offload_store_bytes_total"),
+        kv_offload_load_bytes_per_s=per_second("kv_offload_load_bytes_total"),
+        spec_acceptance_rate=_ratio(delta("spec_accepted_tokens_total"), delta("spec_draft_tokens_total")),
     )
 
 

@@ -18,7 +18,7 @@ import psutil
 from app.core.monitor.alerts import Alert, AlertThresholds, AlertTracker
 from app.core.monitor.snapshot import EngineReading, KvReading, MonitorSnapshot, RamReading
 from app.core.monitor.timeseries import MonitorHistory
-from app.core.vllm.metrics import MetricsParseError, VllmMetrics, figures_from_page, rates
+from app.core.vllm.metrics import MetricsParseError, VllmMetrics, VllmRates, figures_from_page, rates
 from app.services.monitor.engine_processes import EngineTarget, ProcessTrees, attribute_gpu_processes, rss_bytes
 from app.services.monitor.nvml import NvmlReader
 from app.services.vllm.metrics import BlockingMetricsReader
@@ -149,26 +149,8 @@ class MonitorSampler:
             return None, f"vLLM's /metrics at {url} could not be read: {exc}"
         before = self._metrics_before.get(url)
         self._metrics_before = {url: (now, metrics)} | {k: v for k, v in self._metrics_before.items() if k != url}
-        tokens_per_s, hit_rate = None, metrics.prefix_cache_hit_rate  # since the server started, until…
-        if before is not None and now > before[0]:  # …two readings give the figures over the last interval
-            interval = rates(before[1], metrics, now - before[0])
-            tokens_per_s, hit_rate = interval.generation_tokens_per_s, interval.prefix_cache_hit_rate
-        return (
-            KvReading(
-                usage_fraction=metrics.kv_cache_usage_fraction,
-                used_cells=_scaled(metrics.kv_used_blocks, metrics.block_size_tokens),
-                total_cells=metrics.kv_capacity_tokens,
-                num_blocks=metrics.num_gpu_blocks,
-                used_blocks=metrics.kv_used_blocks,
-                block_size_tokens=metrics.block_size_tokens,
-                requests_running=metrics.requests_running,
-                requests_waiting=metrics.requests_waiting,
-                preemptions_total=None if metrics.preemptions_total is None else int(metrics.preemptions_total),
-                prefix_cache_hit_rate=hit_rate,
-                generation_tokens_per_s=tokens_per_s,
-            ),
-            None,
-        )
+        interval = rates(before[1], metrics, now - before[0]) if before is not None and now > before[0] else None
+        return _vllm_reading(metrics, interval), None
 
     # -- background thread ----------------------------------------------------------
 
@@ -227,3 +209,33 @@ def _cpu_percent() -> float | None:
 
 def _scaled(blocks: int | None, block_size: int | None) -> int | None:
     return None if blocks is None or block_size is None else blocks * block_size
+
+
+def _vllm_reading(metrics: VllmMetrics, interval: VllmRates | None) -> KvReading:
+    """The reading from one page and, where there was an earlier one, the interval since (rates need two)."""
+    hit_rate, acceptance = metrics.prefix_cache_hit_rate, metrics.spec_acceptance_rate  # since the start, until…
+    if interval is not None:  # …two readings give the figures over the last interval
+        hit_rate = interval.prefix_cache_hit_rate
+        acceptance = interval.spec_acceptance_rate if interval.spec_acceptance_rate is not None else acceptance
+    return KvReading(
+        usage_fraction=metrics.kv_cache_usage_fraction,
+        used_cells=_scaled(metrics.kv_used_blocks, metrics.block_size_tokens),
+        total_cells=metrics.kv_capacity_tokens,
+        num_blocks=metrics.num_gpu_blocks,
+        used_blocks=metrics.kv_used_blocks,
+        block_size_tokens=metrics.block_size_tokens,
+        requests_running=metrics.requests_running,
+        requests_waiting=metrics.requests_waiting,
+        preemptions_total=None if metrics.preemptions_total is None else int(metrics.preemptions_total),
+        prefix_cache_hit_rate=hit_rate,
+        generation_tokens_per_s=interval.generation_tokens_per_s if interval else None,
+        spec_acceptance_rate=acceptance,
+        spec_mean_accepted_length=metrics.spec_mean_accepted_length,
+        host_tier_capacity_bytes=metrics.kv_offloading_capacity_bytes,
+        host_tier_store_bytes_total=metrics.kv_offload_store_bytes_total,
+        host_tier_load_bytes_total=metrics.kv_offload_load_bytes_total,
+        host_tier_store_bytes_per_s=interval.kv_offload_store_bytes_per_s if interval else None,
+        host_tier_load_bytes_per_s=interval.kv_offload_load_bytes_per_s if interval else None,
+        host_swap_bytes_lower_bound=metrics.host_swap_bytes_lower_bound,
+        cached_prompt_tokens_by_source=tuple(sorted(metrics.prompt_tokens_cached_by_source.items())),
+    )

@@ -30,6 +30,8 @@ from app.core.monitor.alerts import Alert
 from app.core.monitor.snapshot import MonitorSnapshot
 from app.core.monitor.timeseries import MonitorHistory
 from app.core.units import format_bytes
+from app.services.engines.entries import EngineKind
+from app.services.engines.events import EngineEvent, ReplyFigures
 from app.services.monitor.events import (
     AlertsChanged,
     ExporterChanged,
@@ -171,6 +173,7 @@ class MonitorPanel(Page):
             self._show_sampling(state.interval_s)
             self._show_exporter(state.exporter)
             self.follow(self.monitor.subscribe(self._monitor_event))
+            self.follow(self.workstation.host.subscribe(self._engine_event))
             self._schedule_redraw()
         return spawn(self.monitor.start(), "monitor: start")
 
@@ -188,6 +191,12 @@ class MonitorPanel(Page):
             self._show_sampling(event.interval_s)
         elif isinstance(event, ExporterChanged):
             self._show_exporter(event.state)
+
+    def _engine_event(self, event: EngineEvent) -> None:
+        """A llama.cpp reply's speculative figures show until the next reply (vLLM's come from /metrics)."""
+        if isinstance(event, ReplyFigures) and event.engine is EngineKind.LLAMACPP and event.stats is not None:
+            self.engines_view.llama_reply = event.stats
+            self._schedule_redraw()
 
     def _show_sampling(self, interval_s: float | None) -> None:
         if interval_s is not None:

@@ -28,9 +28,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.chat.conversation import ReplyStats
 from app.core.monitor.alerts import Alert
 from app.core.monitor.snapshot import EngineReading, GpuReading, MonitorSnapshot
 from app.core.units import MISSING, format_bytes
+from app.ui.pages.monitor.engine_figures import engine_figure_lines
 from app.ui.pages.monitor.kv_grid import KvGridWidget
 from app.ui.style.icons import icon, icon_size
 from app.ui.style.theme import SPACE_M, SPACE_S, set_role, tokens
@@ -239,12 +241,17 @@ class EnginesView(QWidget):
         self.kv_grid = KvGridWidget()
         self.kv_grid.setMaximumHeight(110)
         self.kv_caption = shrinkable(caption())
-        self.running = card(self.summary, self.llama_bar, self.kv_grid, self.kv_caption, name="monitor_engines_card")
+        self.figures = shrinkable(caption())  # speculation, host KV tier, cached prompt tokens by source
+        self.figures.setObjectName("monitor_engine_figures")
+        self.llama_reply: ReplyStats | None = None  # the last llama.cpp reply's figures (the engine host's event)
+        self.running = card(
+            self.summary, self.llama_bar, self.kv_grid, self.kv_caption, self.figures, name="monitor_engines_card"
+        )
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.empty)
         layout.addWidget(self.running)
-        for widget in (self.running, self.llama_bar, self.kv_grid, self.kv_caption):
+        for widget in (self.running, self.llama_bar, self.kv_grid, self.kv_caption, self.figures):
             widget.hide()
 
     def display(self, snapshot: MonitorSnapshot) -> None:
@@ -272,6 +279,11 @@ class EnginesView(QWidget):
                 f"running {_na(kv.requests_running)}, waiting {_na(kv.requests_waiting)}; "
                 f"preemptions {_na(kv.preemptions_total)}; prefix-cache hit rate {hit}"
             )
+        vllm_kv = next((e.kv for e in engines if e.kind == "vllm" and e.kv), None)
+        llama_loaded = any(e.kind == "llamacpp" for e in engines)
+        lines = engine_figure_lines(vllm_kv, self.llama_reply if llama_loaded else None)
+        self.figures.setText("\n".join(lines))
+        self.figures.setVisible(bool(lines))
 
 
 def _engine_line(engine: EngineReading, gpu: bool) -> str:
