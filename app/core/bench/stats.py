@@ -50,6 +50,7 @@ class BenchRow:
     max_concurrency_sustained: int | None = None
     parallel_streams: int | None = None  # a fixed limit of replies the engine generates at once (llama.cpp: 1)
     peak_running_requests: int | None = None  # vLLM's num_requests_running, highest reading
+    spec_acceptance: float | None = None  # 0–1: vLLM's accepted / drafted tokens over the measured set
     first_error: str | None = None
     note: str = ""
     skipped: str | None = None
@@ -126,6 +127,7 @@ COLUMNS = (
     ("peak_memory_bytes", "Peak memory"),
     ("peak_kv_usage", "Peak KV"),
     ("preemptions", "Preemptions"),
+    ("spec_acceptance", "Spec. accepted"),
     ("requests", "Requests"),
     ("errors", "Errors"),
     ("output_tokens", "Output tokens"),
@@ -143,7 +145,7 @@ def cell(row: BenchRow, key: str) -> str:
         return MISSING
     if key == "peak_memory_bytes":
         return format_bytes(value) + (f" ({row.memory_source})" if row.memory_source else "")
-    if key == "peak_kv_usage":
+    if key in ("peak_kv_usage", "spec_acceptance"):
         return f"{value * 100:.1f} %"
     if key == "output_tokens_per_s":
         return f"{value:,.1f}"

@@ -173,6 +173,7 @@ async def _configuration(
         "server_generated_tokens": watch.counter_delta("generation_tokens_total"),
         "parallel_streams": driver.parallel_streams,
         "peak_running_requests": watch.peak_running,
+        "spec_acceptance": watch.spec_acceptance(),
         "note": driver.note if concurrency > 1 or getattr(driver, "note_always", False) else "",
     }
     return summarize(driver.name, concurrency, samples, wall_s, **extra)
@@ -227,6 +228,14 @@ class _MetricsWatch:
         if before is None or after is None or after < before:
             return None
         return round(after - before)
+
+    def spec_acceptance(self) -> float | None:
+        """Accepted over drafted tokens in the measured set (vLLM's speculative decoding); None when none drafted."""
+        drafted, accepted = (
+            self.counter_delta("spec_draft_tokens_total"),
+            self.counter_delta("spec_accepted_tokens_total"),
+        )
+        return accepted / drafted if drafted and accepted is not None else None
 
     def _take(self, reading: VllmMetrics | None) -> None:
         if reading is None:
