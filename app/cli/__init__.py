@@ -75,6 +75,12 @@ def _add_chat(verbs: argparse._SubParsersAction) -> None:
     chat.add_argument("--ctx", type=int, default=4096, help="context size in tokens (n_ctx)")
     chat.add_argument("--chat-format", default=None, help="override the chat format (e.g. gemma, chatml, llama-3)")
     chat.add_argument("--gpu-layers", type=int, default=None, help="layers to offload (default: all when possible)")
+    chat.add_argument(
+        "--spec",
+        default="off",
+        metavar="off|ngram|draft:PATH",
+        help="speculative decoding: n-gram lookup in the text so far, or a draft model with the same tokenizer",
+    )
     chat.add_argument("--json", action="store_true", help="print the reply's figures as JSON on the last line")
 
 

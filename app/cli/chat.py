@@ -10,9 +10,11 @@ from typing import Any
 
 from app.backends.protocol import BackendError
 from app.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail, fail_error
+from app.core.chat.conversation import ReplyStats
 from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.load_checks import context_beyond_training, memory_refusal
 from app.core.params import LoadParams, SamplingParams
+from app.core.speculative import acceptance, speculative_problem
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,8 +30,8 @@ def chat(args: argparse.Namespace) -> int:
         header = read_gguf_header(args.model)
     except GgufFileError as exc:
         return fail_error(exc)
-    load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_gpu_layers=args.gpu_layers)
-    if problems := load.problems():
+    load = LoadParams(n_ctx=args.ctx, chat_format=args.chat_format, n_gpu_layers=args.gpu_layers, speculative=args.spec)
+    if problems := load.problems() + [p for p in [speculative_problem(args.spec)] if p]:
         return fail(" ".join(problems), EXIT_BAD_INPUT)
     from app.services.monitor.machine_memory import read_machine_memory
 
@@ -75,6 +77,7 @@ async def _chat(model: str, load: LoadParams, sampling: SamplingParams, messages
         return {
             "text": "".join(parts),
             **(stats.to_dict() if stats else {}),
+            **_speculation_figures(stats),
             "kv_used_cells": kv.used_cells if kv else None,
             "n_ctx": info.n_ctx,
             "chat_format": info.chat_format,
@@ -82,6 +85,19 @@ async def _chat(model: str, load: LoadParams, sampling: SamplingParams, messages
         }
     finally:
         await host.close()
+
+
+def _speculation_figures(stats: ReplyStats | None) -> dict[str, Any]:
+    """The reply's speculative decoding: mode ("off" without), drafted and accepted tokens, acceptance rate."""
+    if stats is None:
+        return {}
+    rate = acceptance(stats.spec_drafted, stats.spec_accepted)
+    return {
+        "spec_mode": stats.spec_mode or "off",
+        "drafted": stats.spec_drafted,
+        "accepted": stats.spec_accepted,
+        "acceptance": round(rate, 4) if rate is not None else None,
+    }
 
 
 def bench(args: argparse.Namespace) -> int:

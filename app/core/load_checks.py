@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.core.gguf.header import GgufFileError, GgufHeader
+from app.core.gguf.header import GgufFileError, GgufHeader, read_gguf_header
 from app.core.memory.estimate import EstimateSettings, estimate_memory
 from app.core.memory.fit import WONT_FIT, MachineMemory, fit_verdict, largest_fitting_ctx
 from app.core.params import LoadParams
+from app.core.speculative import DRAFT, parse_speculative
 from app.core.units import format_bytes
 
 
@@ -33,7 +34,7 @@ def memory_refusal(header: GgufHeader, params: LoadParams, machine: MachineMemor
     to llama.cpp (memory-mapped weights can still run, slowly) unless its KV cache alone exceeds all memory.
     With a GPU, a load that does not fit as asked but fits in RAM with no layers offloaded is not refused
     either: a CPU-only build of llama.cpp runs it that way, and a GPU build's failure names the context."""
-    settings = estimate_settings(params)
+    settings = replace(estimate_settings(params), draft=draft_header(params))
     try:
         verdict = fit_verdict(header, settings, machine)
         if verdict.state != WONT_FIT:
@@ -51,6 +52,16 @@ def memory_refusal(header: GgufHeader, params: LoadParams, machine: MachineMemor
         f"A context of {params.n_ctx:,} tokens will not fit in this machine's memory "
         f"(its KV cache alone needs {format_bytes(kv_bytes)}). {verdict.summary} " + " ".join(verdict.suggestions)
     )
+
+
+def draft_header(params: LoadParams) -> GgufHeader | None:
+    """The header of the draft model ``params`` speculates with (it joins the memory estimate); None without one,
+    or when it cannot be read (the load then says why). Reads the file: call it off the UI thread."""
+    try:
+        setting = parse_speculative(params.speculative)
+        return read_gguf_header(setting.draft_path) if setting.mode == DRAFT and setting.draft_path else None
+    except (ValueError, GgufFileError, OSError):
+        return None
 
 
 def context_beyond_training(n_ctx: int, n_ctx_train: int | None) -> str | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from app.core.settings import MAX_RECENT_MODELS, Settings, SettingsError, load_settings, save_settings
 from app.services.chat.history import AsyncConversationStore, ConversationStoreError
 from app.services.engines.host import EngineHost
+from app.services.engines.spec_guard import SpeculationGuard
 from app.services.events import EventHub
 from app.services.logbuffer import LogBuffer
 from app.services.model_settings import FILE_NAME as MODEL_SETTINGS_FILE
@@ -61,9 +62,12 @@ class Workstation:
     _save_lock: asyncio.Lock | None = field(default=None, repr=False)
     _events: EventHub[SettingsChanged] = field(default_factory=EventHub, repr=False)
     _saves: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
+    spec_guard: SpeculationGuard = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.subscribe(self._engines_follow)
+        # speculative decoding proves itself on the user's replies, or is turned off for that model (saying so)
+        self.spec_guard = SpeculationGuard(self.host, lambda: self.model_settings)
 
     @classmethod
     def create(
@@ -229,6 +233,8 @@ class Workstation:
                 except Exception:  # one service failing to stop must not keep the others running
                     log.exception("Could not stop the %s service", name)
         await self.settings_saved()
+        self.spec_guard.close()
+        await self.spec_guard.settled()
         await self.host.close()
         if "mcp" in self.__dict__:  # created: stop its servers
             await self.mcp.close()

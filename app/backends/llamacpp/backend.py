@@ -37,6 +37,7 @@ from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.load_checks import context_beyond_training, memory_refusal
 from app.core.memory.fit import MachineMemory
 from app.core.params import GenerationOptions, LoadParams, SamplingParams
+from app.core.speculative import speculative_problem
 
 log = logging.getLogger("app.backends.llamacpp")
 _NO_OPTIONS = GenerationOptions()
@@ -113,6 +114,8 @@ class LlamaCppBackend(BackendBase):
         self._idle.set()
         self._generated_reply = 0  # tokens sampled so far in the current (or last) reply, live
         self._generated_earlier = 0  # tokens sampled in the replies before it
+        self.speculative_mode = "off"  # speculative decoding of the loaded model: "off", "ngram" or "draft"
+        self._speculate_next = True  # False: the next reply goes without it (see ``skip_speculation_once``)
 
     # --- public API -------------------------------------------------------------------------
     @property
@@ -140,6 +143,8 @@ class LlamaCppBackend(BackendBase):
         if self.generating:
             raise BackendBusyError(BUSY_MESSAGE)
         problems = params.problems()
+        if problem := speculative_problem(params.speculative):
+            problems.append(problem)
         if problems:
             raise LoadRefusedError(" ".join(problems))
         refusal = await asyncio.get_running_loop().run_in_executor(None, self._memory_refusal, model, params)
@@ -155,6 +160,7 @@ class LlamaCppBackend(BackendBase):
         self._last_load = (model, params)
         info = event["info"]
         self._model = ModelInfo(**info)
+        self.speculative_mode = str(event.get("speculative", "off"))
         self._kv = KvUsage(0, self._model.n_ctx)
         self._set_state(StateKind.READY, self._model.name)
         log.info("loaded %s in %.2f s (n_ctx %d)", model, self._model.load_seconds, self._model.n_ctx)
@@ -201,12 +207,17 @@ class LlamaCppBackend(BackendBase):
             return LoadRefusedError(str(exc))
         return ModelLoadError(str(exc))
 
+    def skip_speculation_once(self) -> None:
+        """The next reply runs without speculative decoding (a measurement of the model without it)."""
+        self._speculate_next = False
+
     async def unload(self) -> None:
         if self.generating:
             raise BackendBusyError("A reply is being generated. Stop it before unloading the model.")
         if self._worker and self._worker.alive and self._model is not None:
             await self._request({"op": "unload"})
         self._model, self._kv = None, None
+        self.speculative_mode = "off"
         self._set_state(StateKind.STOPPED)
 
     def stream_chat(
@@ -296,9 +307,11 @@ class LlamaCppBackend(BackendBase):
         reply = _Reply(sent_at=time.perf_counter())
         self._replies[request_id] = reply
         self._begin(request_id)
+        speculate, self._speculate_next = self._speculate_next, True
         self._worker.send(
-            {**command, "id": request_id, "sampling": params.to_dict(), "options": (options or _NO_OPTIONS).to_dict()}
-        )
+            {**command, "id": request_id, "sampling": params.to_dict(), "options": (options or _NO_OPTIONS).to_dict(),
+             "speculate": speculate}
+        )  # fmt: skip
         handle.on_stop(lambda: self.stop_reply(request_id))
         finished = False
         try:
@@ -456,6 +469,7 @@ class LlamaCppBackend(BackendBase):
             self._set_state(StateKind.FAILED, f"{exc} Load the model again to continue.")
             raise
         self._model = ModelInfo(**event["info"])
+        self.speculative_mode = str(event.get("speculative", "off"))
         self._kv = KvUsage(0, self._model.n_ctx)
         self._set_state(StateKind.READY, self._model.name)
         log.info("llama.cpp restarted without its CPU-specific kernels; %s is loaded again", model)
@@ -485,4 +499,7 @@ def _reply_stats(reply: _Reply, event: dict[str, Any], now: float) -> ReplyStats
         total_ms=(now - reply.sent_at) * 1000,
         finish_reason=event.get("finish_reason"),
         stop_sequence=event.get("stop_sequence"),
+        spec_mode=event.get("spec_mode"),
+        spec_drafted=int(event.get("spec_drafted") or 0),
+        spec_accepted=int(event.get("spec_accepted") or 0),
     )

@@ -10,10 +10,10 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from app.backends.llamacpp import continuation, generation, grammars, repack, templates, vision
+from app.backends.llamacpp import continuation, generation, grammars, repack, speculation, templates, vision
 from app.backends.llamacpp.logprobs import LogprobRecorder
 from app.backends.llamacpp.protocol import (
     ERR_BAD_INPUT,
@@ -30,6 +30,7 @@ from app.core.gguf.header import GgufFileError, GgufHeader, read_gguf_header
 from app.core.load_checks import memory_refusal
 from app.core.memory.fit import MachineMemory
 from app.core.params import GGML_TYPE_IDS, GenerationOptions, LoadParams, SamplingParams
+from app.core.speculative import parse_speculative
 
 _TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 _TOO_LONG_TO_EMBED = re.compile(r"Requested tokens \((\d+)\) exceed batch size of (\d+)")
@@ -55,6 +56,7 @@ class TokenCounter:
     sampled: int = 0
     last_token: int | None = None
     first_token_at: float | None = None
+    tokens: list[int] = field(default_factory=list)  # the prompt's, then those sampled (drafts are settled on them)
 
 
 class LlamaEngine:
@@ -68,6 +70,8 @@ class LlamaEngine:
         self._abort_cb: Any = None
         self.embedding = False  # loaded for embeddings only
         self._tool_format: ToolCallFormat = tool_call_format(None)
+        self.speculation: speculation.Speculation | None = None
+        self.speculate_next = True  # False: the next reply runs without speculation (a measurement without it)
 
     def load(self, path: str, params: LoadParams) -> dict[str, Any]:
         problems = params.problems()
@@ -93,6 +97,7 @@ class LlamaEngine:
         self._tool_format = tool_call_format(in_use[1] if in_use else None, header.architecture)
         self._install_counter()
         self._install_abort()
+        self._attach_speculation(path, params, n_gpu_layers, bool(seeing.get("vision")))
         self.info = {
             "path": path,
             "name": header.name,
@@ -119,6 +124,21 @@ class LlamaEngine:
             self.unload()
             raise EngineError(ERR_LOAD, str(exc)) from exc
 
+    def _attach_speculation(self, path: str, params: LoadParams, n_gpu_layers: int, vision: bool) -> None:
+        """Speculative decoding as ``params`` asks; none for embeddings or a model that reads images (its prompt
+        is evaluated by the projector's own loop). A draft model that fails to load fails the load."""
+        setting = parse_speculative(params.speculative)
+        if not setting.on or params.embedding or vision:
+            return
+        draft_kwargs = self.llama_kwargs(params, n_gpu_layers, None)
+        draft_kwargs.pop("lora_path", None)
+        try:
+            self.speculation = speculation.attach(self.llm, setting, draft_kwargs)
+        except Exception as exc:  # the draft model's load failure, in words
+            self.unload()
+            name = os.path.basename(str(setting.draft_path))
+            raise EngineError(ERR_LOAD, f"llama.cpp could not load the draft model {name}: {exc}.") from exc
+
     @staticmethod
     def _check_request(header: GgufHeader, params: LoadParams, offload: bool) -> None:
         """Refuse, before anything is unloaded, what cannot work: an unknown chat format, a chat template that
@@ -131,6 +151,12 @@ class LlamaEngine:
         in_use = templates.template_in_use(params.chat_format, header.metadata)
         if in_use is not None and (problem := templates.template_problem(*in_use)) is not None:
             raise EngineError(ERR_TEMPLATE, problem)
+        try:
+            setting = parse_speculative(params.speculative)
+        except ValueError as exc:
+            raise EngineError(ERR_BAD_INPUT, str(exc)) from exc
+        if (refusal := speculation.draft_refusal(setting, str(header.path))) is not None:
+            raise EngineError(ERR_BAD_INPUT, refusal)
         if not offload and (refusal := memory_refusal(header, params, ram_only_machine())) is not None:
             raise EngineError(ERR_BAD_INPUT, refusal)
 
@@ -182,6 +208,7 @@ class LlamaEngine:
         def counting_generate(tokens: list[int], *args: Any, **kwargs: Any) -> Iterator[int]:
             counter = self.counter
             counter.prompt_tokens = len(tokens)
+            counter.tokens = list(tokens)
             for token in original(tokens, *args, **kwargs):
                 if self._abort.is_set():  # Stop: end at this token, before it is counted or decoded
                     return
@@ -189,6 +216,7 @@ class LlamaEngine:
                     counter.first_token_at = time.perf_counter()
                 counter.sampled += 1
                 counter.last_token = token
+                counter.tokens.append(token)
                 yield token
 
         self.llm.generate = counting_generate
@@ -281,6 +309,7 @@ class LlamaEngine:
         recorder = LogprobRecorder(self.llm, options.top_logprobs or 0) if options.logprobs else None
         loop = ReplyLoop(self.llm, recorder)
         stream = None
+        speculating = self._begin_speculation()
         try:
             stream = open_stream(loop)
             for chunk in stream:
@@ -296,9 +325,36 @@ class LlamaEngine:
         finally:
             if stream is not None and hasattr(stream, "close"):
                 stream.close()
+            self._end_speculation()
+        spec = self._speculation_counts(speculating)
         if self._abort.is_set():
-            return self._reply_counts("stopped", None)
-        return self._reply_counts(loop.finish_reason, loop.stop_sequence)
+            return {**self._reply_counts("stopped", None), **spec}
+        return {**self._reply_counts(loop.finish_reason, loop.stop_sequence), **spec}
+
+    @property
+    def speculative_mode(self) -> str:
+        """The speculative decoding in use: "off", "ngram" or "draft"."""
+        return self.speculation.mode if self.speculation is not None else "off"
+
+    def _begin_speculation(self) -> bool:
+        """Whether this reply speculates: the model has a drafter and this reply was not asked to go without."""
+        asked, self.speculate_next = self.speculate_next, True
+        if self.speculation is None:
+            return False
+        self.speculation.drafts.begin_reply()
+        self.llm.draft_model = self.speculation.drafts if asked else None
+        return asked
+
+    def _end_speculation(self) -> None:
+        if self.speculation is not None and self.llm is not None:
+            self.llm.draft_model = self.speculation.drafts
+
+    def _speculation_counts(self, speculating: bool) -> dict[str, Any]:
+        if not speculating or self.speculation is None:
+            return {"spec_mode": None, "spec_drafted": 0, "spec_accepted": 0}
+        drafts = self.speculation.drafts
+        drafts.settle(self.counter.tokens)
+        return {"spec_mode": self.speculation.mode, "spec_drafted": drafts.drafted, "spec_accepted": drafts.accepted}
 
     def _translate(self, exc: Exception) -> EngineError:
         if (words := templates.describe_template_error(exc)) is not None:
@@ -342,6 +398,9 @@ class LlamaEngine:
         return {"used_cells": max(used, 0), "total_cells": int(self.llm.n_ctx())}
 
     def unload(self) -> None:
+        if self.speculation is not None:
+            self.speculation.close()
+            self.speculation = None
         if self.llm is not None:
             self.llm.close()
             self.llm = None

@@ -22,7 +22,8 @@ class LogprobRecorder:
         self._top = top
         self._pending: list[dict[str, Any]] = []
 
-    def record(self, token: int) -> None:
+    def record(self, token: int, row: int = -1) -> None:
+        """``row``: where the logits that sampled ``token`` are in the last batch (negative: from its end)."""
         import llama_cpp
         import numpy as np
 
@@ -30,7 +31,7 @@ class LogprobRecorder:
         if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
             return  # the end of the reply is no part of its text
         n_vocab = llm.n_vocab()
-        pointer = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        pointer = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, row)
         logits = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).astype(np.float64)
         peak = logits.max()
         log_total = peak + np.log(np.exp(logits - peak).sum())

@@ -90,6 +90,7 @@ class ReplyLoop:
     finish_reason: str = "length"
     stop_sequence: str | None = None
     _taken: list[dict[str, Any]] = field(default_factory=list)
+    _prompt_length: int = 0
 
     def take_logprobs(self) -> list[dict[str, Any]] | None:
         if self.recorder is None:
@@ -105,6 +106,7 @@ class ReplyLoop:
         ``create_completion``'s arguments (those this loop has no use for are ignored)."""
         llm = self.llm
         tokens = self._prompt_tokens(prompt)
+        self._prompt_length = len(tokens)
         limit = self._limit(len(tokens), max_tokens)
         llm.set_seed(seed if seed is not None else secrets.randbits(32))
         arguments = {key: sampling[key] for key in _GENERATE_ARGS if sampling.get(key) is not None}
@@ -141,7 +143,7 @@ class ReplyLoop:
             raw = bytes(llm.detokenize([token]))
             chars = decoder.decode(raw)
             start, text = len(text), text + chars
-            waiting.append(_Token(len(text), self._entry(token, chars, raw)))
+            waiting.append(_Token(len(text), self._entry(token, chars, raw, count)))
             if visible_at is None and (seen := _VISIBLE.search(chars)) is not None:
                 visible_at = start + seen.start()
             if (found := stops.match(text, max(sent, start - stops.longest + 1), visible_at)) is not None:
@@ -174,11 +176,15 @@ class ReplyLoop:
         self._taken += [t.entry for t in ready if t.entry is not None]
         return text[sent : ready[-1].end] if ready else ""
 
-    def _entry(self, token: int, chars: str, raw: bytes) -> dict[str, Any] | None:
-        """The token's logprob entry, with the text it added to the reply (its ``bytes``: all it decodes to)."""
+    def _entry(self, token: int, chars: str, raw: bytes, count: int) -> dict[str, Any] | None:
+        """The ``count``-th token's logprob entry, with the text it added to the reply (its ``bytes``: all it
+        decodes to). Its logits are those of the position before it, counted from the end of the batch last
+        evaluated: the last row without speculation, an earlier one when drafts were evaluated after it."""
         if self.recorder is None:
             return None
-        self.recorder.record(token)
+        speculating = getattr(self.llm, "draft_model", None) is not None
+        row = self._prompt_length + count - 2 - int(self.llm.n_tokens) if speculating else -1
+        self.recorder.record(token, row=row)
         (entry,) = self.recorder.take()
         entry.update(token=chars, bytes=list(raw))
         return entry

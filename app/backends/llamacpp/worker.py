@@ -67,7 +67,9 @@ class Worker:
         try:
             if op == "load":
                 info = self.engine.load(command["path"], LoadParams.from_dict(command.get("params", {})))
-                self.send({"event": "loaded", "id": request_id, "info": info})
+                self.send(
+                    {"event": "loaded", "id": request_id, "info": info, "speculative": self.engine.speculative_mode}
+                )
             elif op in ("chat", "complete"):
                 self._generate(request_id, command)
             elif op == "embed":
@@ -105,6 +107,7 @@ class Worker:
         if command["op"] == "complete" and not isinstance(command.get("prompt"), str):
             raise EngineError(protocol.ERR_BAD_COMMAND, "a completion needs a prompt: a string")
         self._active_chat = request_id
+        self.engine.speculate_next = bool(command.get("speculate", True))
         try:
             if command["op"] == "chat":
                 result = self.engine.stream_chat(command["messages"], sampling, options, self._delta_sender(request_id))

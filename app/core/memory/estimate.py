@@ -24,7 +24,7 @@ The arithmetic follows the llama.cpp that llama-cpp-python 0.3.36 vendors:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from app.core.gguf.header import GgufFileError, GgufHeader, TensorInfo, ggml_row_bytes
 from app.core.memory.cpu_copies import cpu_copy
@@ -57,6 +57,8 @@ class EstimateSettings:
     # (``app.backends.llamacpp.cpu_features.llama_cpp_uses_amx``; ``fit_verdict`` takes it from the machine)
     cpu_amx: bool = False
     projector_bytes: int = 0  # the vision projector's weights (its file's tensor data), loaded with the model
+    # a draft model for speculative decoding, loaded beside the model with the same context and offload
+    draft: GgufHeader | None = field(default=None, compare=False, repr=False)
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, as sentences that say what to change."""
@@ -96,6 +98,8 @@ class MemoryEstimate:
     weights_repack_bytes: int = 0
     projector_bytes: int = 0  # the vision projector, part of gpu_bytes (offloaded) or host_bytes, and total_bytes
     projector_gpu_bytes: int = 0
+    draft_bytes: int = 0  # the draft model (weights, KV cache, buffers), part of gpu_bytes/host_bytes and total_bytes
+    draft_gpu_bytes: int = 0
 
     @property
     def weights_copy_bytes(self) -> int:
@@ -233,8 +237,9 @@ def estimate_memory(header: GgufHeader, settings: EstimateSettings) -> MemoryEst
         compute_gpu, compute_host = compute, compute
     output = shape.n_vocab * _F32 * settings.n_parallel
     projector_gpu = settings.projector_bytes if settings.n_gpu_layers != 0 else 0
-    gpu = weights_gpu + kv_gpu + compute_gpu + projector_gpu
-    host = weights_host + kv_host + compute_host + output + settings.projector_bytes - projector_gpu
+    draft = _draft_estimate(settings)
+    gpu = weights_gpu + kv_gpu + compute_gpu + projector_gpu + draft.gpu_bytes
+    host = weights_host + kv_host + compute_host + output + settings.projector_bytes - projector_gpu + draft.host_bytes
     return MemoryEstimate(
         weights_bytes=weights_gpu + weights_host,
         weights_gpu_bytes=weights_gpu,
@@ -256,7 +261,27 @@ def estimate_memory(header: GgufHeader, settings: EstimateSettings) -> MemoryEst
         weights_repack_bytes=copies.get("CPU_REPACK", 0),
         projector_bytes=settings.projector_bytes,
         projector_gpu_bytes=projector_gpu,
+        draft_bytes=draft.total_bytes,
+        draft_gpu_bytes=draft.gpu_bytes,
     )
+
+
+@dataclass(frozen=True)
+class _DraftTotals:
+    gpu_bytes: int = 0
+    host_bytes: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.gpu_bytes + self.host_bytes
+
+
+def _draft_estimate(settings: EstimateSettings) -> _DraftTotals:
+    """The draft model's own estimate at the same context and offload (one sequence, no projector)."""
+    if settings.draft is None:
+        return _DraftTotals()
+    alone = estimate_memory(settings.draft, replace(settings, draft=None, projector_bytes=0, n_parallel=1))
+    return _DraftTotals(alone.gpu_bytes, alone.host_bytes)
 
 
 def _weights(

@@ -1,0 +1,139 @@
+"""Speculative decoding on a loaded ``Llama``, through llama-cpp-python's own ``generate`` loop.
+
+``Llama.generate`` calls ``llm.draft_model(input_ids)`` after each sampled token and evaluates the token and the
+drafts in one batch, then samples at every position of that batch, keeping drafts while the sampled token equals
+the draft (greedy verification: at temperature 0 the text is the text without speculation; at a higher
+temperature every token is still sampled from the model's own distribution). Grammars and repeat penalties see
+only the tokens kept, because the sampler accepts what it samples.
+
+Passing ``draft_model=`` to ``Llama(...)`` would also turn on ``logits_all``: a copy of every position's logits
+into ``llm.scores`` (n_ctx × n_vocab floats: gigabytes for a 256k vocabulary) and logits for every prompt token.
+Instead the drafter is set on the loaded model and ``install_eval`` asks llama.cpp for the logits of every token
+only in a verification batch (the sampled token and its drafts), copying none.
+
+``CountedDrafts`` counts per reply: drafted (tokens proposed) and accepted (drafts the model kept).
+Only the worker imports this module; ``llama_cpp`` is imported on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.core.gguf.draft_compat import check_draft
+from app.core.speculative import DRAFT, NGRAM, OFF, SpeculativeSetting
+
+NGRAM_SIZE = 3  # the longest n-gram looked up in the text so far
+NGRAM_DRAFT_TOKENS = 10  # tokens copied after a match
+Proposer = Callable[[Any], Any]  # input ids (numpy) -> draft ids (numpy)
+
+
+def draft_refusal(setting: SpeculativeSetting, model_path: str) -> str | None:
+    """Why the draft model of ``setting`` cannot draft for ``model_path`` (the failed check, in words), or None."""
+    if setting.mode != DRAFT or setting.draft_path is None:
+        return None
+    draft = Path(setting.draft_path)
+    if not draft.is_file():
+        return f'The draft model {draft} does not exist. Choose a GGUF file, or use n-gram lookup ("ngram").'
+    verdict = check_draft(draft, model_path)
+    if verdict.ok:
+        return None
+    return (
+        f"{draft.name} cannot draft for {Path(model_path).name}: {verdict.reason}. A draft model needs the same "
+        "tokenizer; choose another one (usually a smaller model of the same family), or use n-gram lookup."
+    )
+
+
+@dataclass
+class CountedDrafts:
+    """A drafter that counts: ``drafted`` tokens proposed this reply, ``accepted`` those the model kept.
+
+    A proposal made at position p is settled when the sequence past p is known: at the next proposal (the
+    model's tokens then fill those positions) or at the reply's end (``settle`` with the reply's tokens)."""
+
+    propose: Proposer
+    n_ctx: int
+    drafted: int = 0
+    accepted: int = 0
+    _pending: tuple[int, list[int]] | None = None
+
+    def begin_reply(self) -> None:
+        self.drafted = self.accepted = 0
+        self._pending = None
+
+    def __call__(self, input_ids: Any) -> Any:
+        self.settle(input_ids)
+        room = max(self.n_ctx - len(input_ids), 0)  # what ``generate`` keeps of a proposal
+        drafts = self.propose(input_ids)[:room]
+        self._pending = (len(input_ids), [int(t) for t in drafts])
+        self.drafted += len(drafts)
+        return drafts
+
+    def settle(self, sequence: Sequence[int] | Any) -> None:
+        """Count the pending proposal's drafts that ``sequence`` (all tokens so far) kept, in order."""
+        if self._pending is None:
+            return
+        start, drafts = self._pending
+        self._pending = None
+        for offset, draft in enumerate(drafts):
+            if start + offset >= len(sequence) or int(sequence[start + offset]) != draft:
+                break
+            self.accepted += 1
+
+
+@dataclass
+class Speculation:
+    """The speculative decoding attached to one loaded model."""
+
+    mode: str  # NGRAM or DRAFT
+    drafts: CountedDrafts
+    widest_batch: int  # the sampled token and the most drafts one proposal holds
+    draft_llm: Any = None  # DRAFT: the second ``Llama``
+
+    def close(self) -> None:
+        if self.draft_llm is not None:
+            self.draft_llm.close()
+            self.draft_llm = None
+
+
+def attach(llm: Any, setting: SpeculativeSetting, draft_kwargs: dict[str, Any]) -> Speculation | None:
+    """Speculative decoding on ``llm`` as ``setting`` asks (None for "off"); ``draft_kwargs``: how to load a draft
+    model (the target's own context size and offload)."""
+    if setting.mode == OFF:
+        return None
+    if setting.mode == NGRAM:
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        lookup = LlamaPromptLookupDecoding(max_ngram_size=NGRAM_SIZE, num_pred_tokens=NGRAM_DRAFT_TOKENS)
+        speculation = Speculation(NGRAM, CountedDrafts(lookup, int(llm.n_ctx())), NGRAM_DRAFT_TOKENS + 1)
+    else:
+        from app.backends.llamacpp.draft_model import DRAFT_TOKENS, SmallModelDrafter, load_draft_llama
+
+        draft_llm = load_draft_llama(str(setting.draft_path), draft_kwargs)
+        drafter = SmallModelDrafter(draft_llm, DRAFT_TOKENS)
+        speculation = Speculation(DRAFT, CountedDrafts(drafter, int(llm.n_ctx())), DRAFT_TOKENS + 1, draft_llm)
+    llm.draft_model = speculation.drafts
+    install_eval(llm, speculation.widest_batch)
+    return speculation
+
+
+def install_eval(llm: Any, widest_batch: int) -> None:
+    """Replace ``llm.eval`` (as llama-cpp-python 0.3 writes it) by one that asks the logits of every token of a
+    batch of at most ``widest_batch`` tokens while a drafter is set, and copies no logits into ``llm.scores``
+    (``generate`` samples from the context itself)."""
+
+    def speculative_eval(tokens: Sequence[int]) -> None:
+        llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+        every = llm.draft_model is not None and len(tokens) <= widest_batch
+        for i in range(0, len(tokens), llm.n_batch):
+            batch = tokens[i : min(len(tokens), i + llm.n_batch)]
+            n_past = llm.n_tokens
+            llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=every)
+            llm._ctx.decode(llm._batch)
+            llm.input_ids[n_past : n_past + len(batch)] = batch
+            llm.n_tokens += len(batch)
+            llm._requires_eval = False
+
+    llm.eval = speculative_eval
