@@ -32,13 +32,15 @@ from app.ui.style.icons import icon
 from app.ui.style.theme import set_role
 from app.ui.widgets.elided_label import ElidedLabel
 from app.ui.widgets.factories import wrapped_label
+from app.ui.widgets.speculation_fields import SpeculationFields
 
 DRAWER_WIDTH = 300
 NO_PRESET = "No preset"
 
 
 class LoadForm(QWidget):
-    """The load options a person changes most: context size and GPU layers (the rest keep their values)."""
+    """The load options a person changes most: context size, GPU layers, speculative decoding and parallel sequences
+    (the rest keep their values)."""
 
     changed = Signal()
 
@@ -53,14 +55,20 @@ class LoadForm(QWidget):
         self.n_gpu_layers.setRange(-1, 999)
         self.n_gpu_layers.setSpecialValueText("all")
         self.n_gpu_layers.setToolTip("Layers put on the GPU; 'all' when this llama.cpp build can offload.")
+        self.speculation = SpeculationFields()
         self._base = params
-        form = QFormLayout(self)
+        form = QFormLayout()
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Context", self.n_ctx)
         form.addRow("GPU layers", self.n_gpu_layers)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addLayout(form)
+        column.addWidget(self.speculation)
         self.set_params(params)
         self.n_ctx.valueChanged.connect(self.changed)
         self.n_gpu_layers.valueChanged.connect(self.changed)
+        self.speculation.changed.connect(self.changed)
 
     def set_params(self, params: LoadParams) -> None:
         self._base = params
@@ -70,10 +78,12 @@ class LoadForm(QWidget):
         self.n_gpu_layers.setValue(-1 if params.n_gpu_layers is None else params.n_gpu_layers)
         for box in (self.n_ctx, self.n_gpu_layers):
             box.blockSignals(False)
+        self.speculation.set_values(params.speculative, params.n_parallel)
 
     def params(self) -> LoadParams:
         layers = self.n_gpu_layers.value()
-        return replace(self._base, n_ctx=self.n_ctx.value(), n_gpu_layers=None if layers < 0 else layers)
+        params = replace(self._base, n_ctx=self.n_ctx.value(), n_gpu_layers=None if layers < 0 else layers)
+        return self.speculation.apply(params)
 
 
 class SettingsDrawer(QFrame):

@@ -27,7 +27,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QTextBrowser, QToolButton, QWidget
 
 from app.core.chat.code_highlight import highlight_css
-from app.core.chat.conversation import Message, MessageStatus, Role
+from app.core.chat.conversation import Message, MessageStatus, ReplyStats, Role
 from app.core.chat.overflow import Cut
 from app.core.chat.tool_calls_view import call_state
 from app.core.chat.versions import version_count
@@ -110,7 +110,24 @@ def figures(message: Message) -> tuple[str, str]:
         return "", ""
     short = stats.summary().split(" · ")[: 2 if stats.decode_tokens_per_s else 1]
     tip = stats.summary() + (f" · {message.model}" if message.model else "")
+    if stats.spec_mode:
+        accepted, spec_tip = speculation_figures(stats)
+        short.append(accepted)
+        tip += f" · {spec_tip}"
     return " · ".join(short), tip
+
+
+SPEC_MODE_NAMES = {"ngram": "n-gram lookup", "draft": "draft model"}
+
+
+def speculation_figures(stats: ReplyStats) -> tuple[str, str]:
+    """(``62% accepted``, ``speculative decoding (n-gram lookup): 50 of 80 drafted tokens accepted``)."""
+    mode = SPEC_MODE_NAMES.get(stats.spec_mode or "", stats.spec_mode or "")
+    if not stats.spec_drafted:
+        return "nothing drafted", f"speculative decoding ({mode}): nothing was drafted"
+    rate = stats.spec_accepted / stats.spec_drafted
+    detail = f"{stats.spec_accepted:,} of {stats.spec_drafted:,} drafted tokens accepted"
+    return f"{rate:.0%} accepted", f"speculative decoding ({mode}): {detail}"
 
 
 def header_text(message: Message) -> str:
@@ -138,7 +155,7 @@ def item_key(message: Message, state: ItemState) -> tuple[Any, ...]:
     """What an item shows of ``message``: equal keys, nothing to redo (compared on every layout: kept cheap)."""
     s = message.stats
     stats = (s.completion_tokens, s.prompt_tokens, s.decode_tokens_per_s, s.ttft_ms, s.finish_reason,
-             s.thinking_ms, s.thinking_tokens) if s else None  # fmt: skip
+             s.thinking_ms, s.thinking_tokens, s.spec_mode, s.spec_drafted, s.spec_accepted) if s else None  # fmt: skip
     cut = message.settings.get("context_left_out")
     calls = tuple((c.approval, c.settled, c.result_bytes, c.is_error) for c in message.tool_calls)
     return (message.role, message.content, message.status, message.error, message.model, stats, state, str(cut),

@@ -86,6 +86,7 @@ class ChatModels:
         self._save_timer.timeout.connect(self._save_drawer)
         self._pending_entry: str | None = None
         self._saving: asyncio.Task[Any] | None = None  # the drawer's last save, which a load waits for
+        self.chat_ggufs: list[str] = []  # the library's GGUFs: the models offered, and the drafts checked
         self._follow_the_library()
 
     # --- which model ------------------------------------------------------------------------------------------
@@ -115,7 +116,10 @@ class ChatModels:
             self._offer_library(event.scan)
 
     def _offer_library(self, scan: LibraryScan) -> None:
-        self.panel.model_bar.set_library([entry.path for entry in scan.entries if _chat_can_load(entry)])
+        self.chat_ggufs = [entry.path for entry in scan.entries if _chat_can_load(entry)]
+        self.panel.model_bar.set_library(self.chat_ggufs)
+        target = self.target_entry()
+        self.panel.drawer.load.speculation.set_model(target if _is_gguf(target) else None, self.chat_ggufs)
 
     # --- load / unload ------------------------------------------------------------------------------------------
     def load_model(self, entry: str) -> None:
@@ -250,6 +254,7 @@ class ChatModels:
             store = self.workspace.model_settings
             panel.drawer.show_settings(store.effective_sampling(entry), store.effective_load(entry), own.preset)
         panel.drawer.show_reload_needed(False)
+        panel.drawer.load.speculation.set_model(entry if _is_gguf(entry) else None, self.chat_ggufs)
 
     def model_chosen(self, entry: str) -> None:
         """Another model picked in the bar: with none loaded, the drawer and the empty state follow it."""
@@ -387,6 +392,11 @@ class ChatModels:
             return model
         name = model if ":" in model else f"{model}:latest"
         return OLLAMA_PREFIX + name if name in self.panel.ollama_models else None
+
+
+def _is_gguf(entry: str | None) -> bool:
+    """A llama.cpp model file (speculative decoding and its drafts are llama.cpp's)."""
+    return bool(entry) and engine_prefix(entry or "") is None and (entry or "").lower().endswith(".gguf")
 
 
 def _chat_can_load(entry: LibraryEntry) -> bool:

@@ -15,11 +15,13 @@ from typing import Any
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QSpinBox, QVBoxLayout, QWidget
 
 from app.core.params import LoadParams, SamplingParams
+from app.services.library.index import KIND_GGUF
 from app.services.model_settings import ModelSettings
 from app.services.workstation import Workstation
 from app.ui.pages.models.widgets import icon_button, shrinking_label
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.sampling_spin import sampling_spin
+from app.ui.widgets.speculation_fields import SpeculationFields
 
 log = logging.getLogger("app.ui.models")
 MAX_CONTEXT = 1 << 20
@@ -55,6 +57,7 @@ class ModelDefaultsBox(QWidget):
         self.max_tokens.setSpecialValueText("until the context is full")
         self.max_tokens.setSuffix(" tokens")
         self.max_tokens.setGroupSeparatorShown(True)  # 4,096 as everywhere else
+        self.speculation = SpeculationFields()  # speculative decoding (drafts from the library) and parallel
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         form.addRow("Context", self.context_size)
@@ -72,6 +75,7 @@ class ModelDefaultsBox(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(form)
+        layout.addWidget(self.speculation)
         layout.addWidget(self.status)
         layout.addLayout(buttons)
         self._set_enabled(False)
@@ -79,6 +83,7 @@ class ModelDefaultsBox(QWidget):
     def _set_enabled(self, enabled: bool) -> None:
         for widget in (self.context_size, self.gpu_layers, self.temperature, self.top_p, self.max_tokens):
             widget.setEnabled(enabled)
+        self.speculation.setEnabled(enabled)
         self.save_button.setEnabled(enabled)
         self.reset_button.setEnabled(enabled)
 
@@ -87,6 +92,8 @@ class ModelDefaultsBox(QWidget):
         """Show the defaults of ``entry`` (a GGUF path), read off the Qt thread; None: nothing to edit."""
         self.entry, self.current = entry, None
         self._set_enabled(False)
+        gguf = entry if entry is not None and entry.lower().endswith(".gguf") else None
+        self.speculation.set_model(gguf, self._library_ggufs())
         if entry is None or not loop_running():
             return None
         self._task = spawn(self._read(entry), "models: read model defaults")
@@ -112,12 +119,18 @@ class ModelDefaultsBox(QWidget):
         self._set_enabled(store.problem is None)
         self.status.setText(self._describe(settings, saved, store.problem))
 
+    def _library_ggufs(self) -> list[str]:
+        """The library's usable GGUFs (the draft candidates; the check leaves out projectors)."""
+        scan = self.workstation.library.snapshot()
+        return [e.path for e in scan.entries if e.kind is KIND_GGUF and not e.error] if scan else []
+
     def _show(self, load: LoadParams, sampling: SamplingParams) -> None:
         self.context_size.setValue(load.n_ctx)
         self.gpu_layers.setValue(-1 if load.n_gpu_layers is None else load.n_gpu_layers)
         self.temperature.setValue(sampling.temperature)
         self.top_p.setValue(sampling.top_p)
         self.max_tokens.setValue(sampling.max_tokens or 0)
+        self.speculation.set_values(load.speculative, load.n_parallel)
 
     @staticmethod
     def _describe(settings: ModelSettings, saved: bool, problem: str | None) -> str:
@@ -138,6 +151,7 @@ class ModelDefaultsBox(QWidget):
         base_sampling = current.sampling or self.workstation.settings.sampling
         layers = self.gpu_layers.value()
         load = replace(base_load, n_ctx=self.context_size.value(), n_gpu_layers=None if layers < 0 else layers)
+        load = self.speculation.apply(load)
         sampling = replace(
             base_sampling,
             temperature=round(self.temperature.value(), 3),
