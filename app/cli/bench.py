@@ -18,12 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli import spec
 from app.cli.common import API_KEY_ENV, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail, fail_error
 from app.core.bench.stats import BenchRow, text_table
 from app.core.bench.workload import BenchWorkload, parse_concurrencies, parse_levels
 
 VERBS: tuple[str, ...] = ()
-BENCH_KINDS = ("run", "runs")
+BENCH_KINDS = ("run", "runs", "spec")
 
 
 def add_parser(verbs: argparse._SubParsersAction) -> None:
@@ -74,10 +75,13 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
     runs = kinds.add_parser("runs", help="list saved bench runs, or compare two (--compare OLD NEW)")
     runs.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), default=None)
     runs.add_argument("--json", action="store_true")
+    spec.add_spec_parser(kinds)
 
 
 def run_bench(args: argparse.Namespace) -> int:
     try:
+        if args.bench_kind == "spec":
+            return spec.run_spec(args)
         return _bench_run(args) if args.bench_kind == "run" else _bench_runs(args)
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)
