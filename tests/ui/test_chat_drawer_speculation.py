@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import gguf
+from PySide6.QtWidgets import QFormLayout, QWidget
 
 from app.core.chat.conversation import Message, ReplyStats, Role
 from app.core.params import LoadParams
@@ -42,9 +43,11 @@ def library(folder: Path, tiny_gguf: Path) -> dict[str, Path]:
 
 def test_draft_picker_checks_off_the_qt_thread_and_explains_the_rest(qloop, qtbot, tmp_path, tiny_gguf) -> None:
     files = library(tmp_path / "models", tiny_gguf)
-    fields = SpeculationFields()
-    qtbot.addWidget(fields)
-    fields.show()
+    host = QWidget()
+    qtbot.addWidget(host)
+    fields = SpeculationFields(host)
+    fields.add_rows(QFormLayout(host))
+    host.show()
 
     async def scenario():
         fields.set_values("draft:" + str(files["draft"]), 2)

@@ -15,9 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QFormLayout, QSpinBox, QWidget
+from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QSizePolicy, QSpinBox, QWidget
 
 from app.core.gguf.draft_compat import DraftVerdict, check_draft
 from app.core.gguf.projector import looks_like_projector_name
@@ -42,13 +42,16 @@ def draft_verdicts(entry: str, candidates: Sequence[str]) -> list[tuple[str, Dra
     return sorted(verdicts, key=lambda item: (not item[1].ok, Path(item[0]).name.lower()))
 
 
-class SpeculationFields(QWidget):
-    """``changed`` fires on every edit; :meth:`apply` puts the choice into a ``LoadParams``."""
+class SpeculationFields(QObject):
+    """Rows for a form (:meth:`add_rows`, so their labels line up with the form's); ``changed`` fires on every
+    edit; :meth:`apply` puts the choice into a ``LoadParams``."""
 
     changed = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self._form: QFormLayout | None = None
+        self._enabled = True
         self.entry: str | None = None
         self.verdicts: list[tuple[str, DraftVerdict]] = []
         self._wanted_draft: str | None = None  # the saved draft, selected once the list is known
@@ -58,10 +61,12 @@ class SpeculationFields(QWidget):
         for text, value in MODES:
             self.mode.addItem(text, value)
         self.mode.setToolTip(
-            "Let a cheap guess propose several tokens that the model checks in one step: n-gram lookup copies "
-            "from the conversation (best when the reply repeats it); a draft model needs the same tokenizer."
+            "Speculative decoding: a cheap guess proposes several tokens that the model checks in one step. N-gram "
+            "lookup copies from the conversation (best when the reply repeats it); a draft model needs the same "
+            "tokenizer."
         )
         self.draft = _combo("speculative_draft")
+        self.draft.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)  # file names are long
         self.draft_note = wrapped_label(name="speculative_note", hidden=True)
         set_role(self.draft_note, "muted")
         self.n_parallel = QSpinBox()
@@ -72,29 +77,35 @@ class SpeculationFields(QWidget):
             "Replies llama.cpp generates at once (each with the full context); automatic: chosen from the memory "
             "estimate."
         )
-        form = QFormLayout(self)
-        form.setContentsMargins(0, 0, 0, 0)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
-        form.addRow("Speculative", self.mode)
-        form.addRow("Draft", self.draft)
-        form.addRow(self.draft_note)
-        form.addRow("Parallel", self.n_parallel)
-        self._form = form
         self.mode.currentIndexChanged.connect(self._mode_changed)
         self.draft.currentIndexChanged.connect(self._draft_changed)
         self.n_parallel.valueChanged.connect(self.changed)
+
+    def add_rows(self, form: QFormLayout) -> None:
+        """Speculative decoding, its draft (shown for a draft model) and a note, then parallel sequences."""
+        self._form = form
+        form.addRow(_label("Speculation", self.mode), self.mode)  # speculative decoding
+        form.addRow(_label("Draft model", self.draft), self.draft)
+        form.addRow(self.draft_note)
+        form.addRow(_label("Parallel sequences", self.n_parallel), self.n_parallel)
+        self._show_draft_row()
+
+    def set_enabled(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self.mode.setEnabled(enabled)
+        self.n_parallel.setEnabled(enabled)
         self._show_draft_row()
 
     # --- values -------------------------------------------------------------------------------------------------
     def set_values(self, speculative: str, n_parallel: int | None) -> None:
         """Show saved values without emitting ``changed``."""
-        self.blockSignals(True)
+        blocked = self.blockSignals(True)
         mode = "draft" if speculative.startswith(DRAFT_PREFIX) else speculative
         self._wanted_draft = speculative.removeprefix(DRAFT_PREFIX) if mode == "draft" else None
         self.mode.setCurrentIndex(max(0, self.mode.findData(mode)))
         self._fill_drafts()
         self.n_parallel.setValue(n_parallel or 0)
-        self.blockSignals(False)
+        self.blockSignals(blocked)
 
     def speculative(self) -> str:
         """``"off"``, ``"ngram"`` or ``"draft:<path>"`` ("off" once the list shows no compatible draft chosen)."""
@@ -146,8 +157,9 @@ class SpeculationFields(QWidget):
 
     def _show_draft_row(self) -> None:
         drafting = self.mode.currentData() == "draft"
-        self._form.setRowVisible(self.draft, drafting)
-        self.draft.setEnabled(any(verdict.ok for _path, verdict in self.verdicts))
+        if self._form is not None:
+            self._form.setRowVisible(self.draft, drafting)
+        self.draft.setEnabled(self._enabled and any(verdict.ok for _path, verdict in self.verdicts))
         self.draft_note.setText(self._note())
         self.draft_note.setVisible(drafting and bool(self.draft_note.text()))
 
@@ -168,6 +180,14 @@ class SpeculationFields(QWidget):
         self._wanted_draft = self.draft.currentData()
         self._show_draft_row()
         self.changed.emit()
+
+
+def _label(text: str, buddy: QWidget) -> QLabel:
+    """A form label that shares its field's tooltip."""
+    label = QLabel(text)
+    label.setBuddy(buddy)
+    label.setToolTip(buddy.toolTip())
+    return label
 
 
 def _combo(name: str) -> QComboBox:

@@ -57,7 +57,7 @@ class ModelDefaultsBox(QWidget):
         self.max_tokens.setSpecialValueText("until the context is full")
         self.max_tokens.setSuffix(" tokens")
         self.max_tokens.setGroupSeparatorShown(True)  # 4,096 as everywhere else
-        self.speculation = SpeculationFields()  # speculative decoding (drafts from the library) and parallel
+        self.speculation = SpeculationFields(self)  # speculative decoding (drafts from the library) and parallel
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         form.addRow("Context", self.context_size)
@@ -65,6 +65,7 @@ class ModelDefaultsBox(QWidget):
         form.addRow("Temperature", self.temperature)
         form.addRow("Top P", self.top_p)
         form.addRow("Reply length", self.max_tokens)
+        self.speculation.add_rows(form)
         self.status = shrinking_label(USING_DEFAULTS, "model_defaults_status", "muted")
         self.save_button = icon_button("Save for this model", "check", self.save, accent=True)
         self.reset_button = icon_button("Use the defaults", "refresh", self.reset)
@@ -75,7 +76,6 @@ class ModelDefaultsBox(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(form)
-        layout.addWidget(self.speculation)
         layout.addWidget(self.status)
         layout.addLayout(buttons)
         self._set_enabled(False)
@@ -83,7 +83,7 @@ class ModelDefaultsBox(QWidget):
     def _set_enabled(self, enabled: bool) -> None:
         for widget in (self.context_size, self.gpu_layers, self.temperature, self.top_p, self.max_tokens):
             widget.setEnabled(enabled)
-        self.speculation.setEnabled(enabled)
+        self.speculation.set_enabled(enabled)
         self.save_button.setEnabled(enabled)
         self.reset_button.setEnabled(enabled)
 
