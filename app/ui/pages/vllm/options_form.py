@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.vllm.options import VllmServerOptions, unsupported_flags, validate
+from app.core.vllm.options import VllmServerOptions, cpu_build_problems, unsupported_flags, validate
 from app.core.vllm.speculative import SPECULATIVE_METHODS
 from app.ui.style.icons import icon
 from app.ui.widgets.palette import error_color, muted_color, set_text_color
@@ -92,6 +92,7 @@ class VllmOptionsForm(QWidget):
         super().__init__(parent)
         self.version: str | None = None
         self.use_module = True
+        self.cpu_build = False
         self._dialog: QFileDialog | None = None
         self.model = QLineEdit()
         self.model.setPlaceholderText("A Hugging Face model folder, or a repo id such as Qwen/Qwen3-0.6B")
@@ -267,9 +268,10 @@ class VllmOptionsForm(QWidget):
             self.api_key.setText(str(values.get("api_key") or ""))
         self.extra_args.setText(shlex.join(str(arg) for arg in values.get("extra_args") or []))
 
-    def set_version(self, version: str | None, use_module: bool = True) -> None:
-        """The installed vLLM's version (None: unknown): flags it lacks are then named below the form."""
-        self.version, self.use_module = version, use_module
+    def set_version(self, version: str | None, use_module: bool = True, cpu_build: bool = False) -> None:
+        """The installed vLLM's version (None: unknown): flags it lacks (or its CPU build refuses) are then named
+        below the form."""
+        self.version, self.use_module, self.cpu_build = version, use_module, cpu_build
         self.check()
 
     # --- checks ---------------------------------------------------------------------------------------------
@@ -285,6 +287,8 @@ class VllmOptionsForm(QWidget):
         warnings = unsupported_flags(options, self.version, use_module=self.use_module) if self.version else []
         if any(w.startswith("--kv-offloading-size") for w in warnings):  # the app adds the backend flag itself
             warnings = [w for w in warnings if not w.startswith("--kv-offloading-backend")]
+        if self.version and self.cpu_build:
+            warnings += cpu_build_problems(options)
         heading = f"Not supported by the installed vLLM {self.version}:"
         self.warnings.setText("\n".join([heading, *(f"• {w}" for w in warnings)]) if warnings else "")
         self.warnings.setVisible(bool(warnings))

@@ -234,7 +234,10 @@ class VllmPanel(Page):
         self.metrics_timer.stop()
 
     def _detected(self, install: VllmInstall | None) -> None:
-        self.form.set_version(install.version if install else None, install.use_module if install else True)
+        if install is None:
+            self.form.set_version(None)
+        else:
+            self.form.set_version(install.version, install.use_module, install.cpu_build)
 
     @property
     def server(self) -> ManagedServer | None:
