@@ -4,8 +4,9 @@ the checks that refuse what vLLM would refuse, in words."""
 from __future__ import annotations
 
 import json
+import shlex
 
-from app.core.vllm.options import VllmServerOptions, serve_argv, unsupported_flags, validate
+from app.core.vllm.options import VllmServerOptions, docker_command, serve_argv, unsupported_flags, validate
 from app.core.vllm.speculative import VllmSpeculation, speculative_config, speculative_problems
 
 
@@ -58,3 +59,19 @@ def test_the_flag_is_owned_and_version_gated() -> None:
     options = VllmServerOptions(model="/m", speculative_method="ngram", speculative_tokens=3)
     assert any(w.startswith("--speculative-config needs vLLM ≥") for w in unsupported_flags(options, "0.7.3"))
     assert unsupported_flags(options, "0.32.0") == []
+
+
+def test_docker_mounts_a_local_draft_folder() -> None:
+    options = VllmServerOptions(
+        model="/models/Qwen3-8B",
+        speculative_method="draft_model",
+        speculative_tokens=4,
+        speculative_draft_model="/data/Qwen3-0.6B",
+    )
+    line = docker_command(options)
+    assert "-v /data/Qwen3-0.6B:/models/draft-Qwen3-0.6B:ro" in line
+    config = json.loads(shlex.split(line)[shlex.split(line).index("--speculative-config") + 1])
+    assert config["model"] == "/models/draft-Qwen3-0.6B"
+    hub = VllmServerOptions(model="Qwen/Qwen3-8B", speculative_method="draft_model", speculative_tokens=4,
+                            speculative_draft_model="Qwen/Qwen3-0.6B")  # fmt: skip
+    assert '"model":"Qwen/Qwen3-0.6B"' in docker_command(hub) and "draft-" not in docker_command(hub)

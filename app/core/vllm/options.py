@@ -14,7 +14,7 @@ import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from app.core.vllm.speculative import (
@@ -463,6 +463,11 @@ def docker_command(options: VllmServerOptions, *, tag: str = "latest", reveal_se
     if options.api_key:
         key = options.api_key if reveal_secrets else SECRET_MASK
         words += ["-e", shlex.quote(f"{API_KEY_ENV}={key}")]
+    draft = options.speculative_draft_model
+    if options.speculation is not None and draft and _looks_local(draft):  # the draft folder is mounted as well
+        folder = PurePath(draft)
+        options = replace(options, speculative_draft_model=f"{DOCKER_MODEL_DIR}/draft-{folder.name}")
+        words += ["-v", shlex.quote(f"{folder}:{options.speculative_draft_model}:ro")]
     words.append(shlex.quote(f"{DOCKER_IMAGE}:{tag}"))
     words += ["--model", shlex.quote(model)]
     engine = _engine_args(options)
