@@ -22,12 +22,12 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QSizePolicy, QSpin
 from app.core.gguf.draft_compat import DraftVerdict, check_draft
 from app.core.gguf.projector import looks_like_projector_name
 from app.core.params import LoadParams
+from app.core.speculative import DRAFT_PREFIX, OFF, SpeculativeSetting, parse_speculative
 from app.ui.style.theme import set_role
 from app.ui.tasks import loop_running, spawn
 from app.ui.widgets.factories import wrapped_label
 
 MODES = (("Off", "off"), ("N-gram lookup", "ngram"), ("Draft model", "draft"))
-DRAFT_PREFIX = "draft:"
 MAX_PARALLEL = 64
 CHECKING = "Checking which library models can draft for this one…"
 NO_DRAFTS = "No model in the library can draft for this one (same tokenizer needed); speculative decoding stays off."
@@ -100,8 +100,11 @@ class SpeculationFields(QObject):
     def set_values(self, speculative: str, n_parallel: int | None) -> None:
         """Show saved values without emitting ``changed``."""
         blocked = self.blockSignals(True)
-        mode = "draft" if speculative.startswith(DRAFT_PREFIX) else speculative
-        self._wanted_draft = speculative.removeprefix(DRAFT_PREFIX) if mode == "draft" else None
+        try:
+            setting = parse_speculative(speculative)
+        except ValueError:  # a hand-edited settings file: shown as off
+            setting = SpeculativeSetting(OFF)
+        mode, self._wanted_draft = setting.mode, setting.draft_path
         self.mode.setCurrentIndex(max(0, self.mode.findData(mode)))
         self._fill_drafts()
         self.n_parallel.setValue(n_parallel or 0)
