@@ -78,3 +78,17 @@ def test_other_deaths_are_reported_as_before(tmp_path, monkeypatch, tiny_gguf):
             await backend.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_sigsegv_counts_as_the_kernels_only_where_llama_cpp_uses_amx(tmp_path, monkeypatch):
+    """Seen on a Sapphire Rapids VM: the AMX kernels die with SIGSEGV on any prompt of the starter model."""
+    monkeypatch.delenv(NO_REPACK_ENV, raising=False)
+    with_amx = KernelFallback(tmp_path / "amx" / "marker", uses_amx=True)
+    assert with_amx.crashed(-signal.SIGSEGV) and with_amx.active
+    assert "SIGSEGV" in (tmp_path / "amx" / "marker").read_text()
+    assert not with_amx.crashed(-signal.SIGSEGV)  # once on, a second death is reported as any other
+
+    without_amx = KernelFallback(tmp_path / "plain" / "marker", uses_amx=False)
+    assert not without_amx.crashed(-signal.SIGSEGV) and not without_amx.active
+    assert not (tmp_path / "plain" / "marker").exists()
+    assert not without_amx.crashed(-signal.SIGKILL) and without_amx.crashed(-signal.SIGILL)
