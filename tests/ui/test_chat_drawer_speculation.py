@@ -138,3 +138,34 @@ def test_the_library_edits_speculation_and_parallel_for_a_model(qloop, make_libr
         assert fields.mode.currentData() == "ngram" and fields.n_parallel.value() == 4
 
     qloop.run_until_complete(scenario())
+
+
+def test_ngram_chosen_in_the_drawer_reaches_the_reply_figures(qtbot, qloop, make_window, tiny_gguf) -> None:
+    """The real llama.cpp worker loads with the drawer's n-gram lookup; the reply's figures show its acceptance."""
+    from tests.ui.test_chat_panel import _load, _messages, _reply_done, _send
+
+    async def scenario():
+        window = await make_window()
+        panel = window.chat_panel
+        await _load(panel, tiny_gguf)
+        fields = panel.drawer.load.speculation
+        fields.mode.setCurrentIndex(fields.mode.findData("ngram"))
+        assert panel.drawer.reload_button.isVisible()  # a load option: applies on the next load
+        panel.models.flush_settings()
+        await panel.models._saving
+        panel.drawer.reload_button.click()
+        await until(lambda: _engine_loaded_with_ngram(panel) and panel.models.loading.done(), 120)
+        _send(qtbot, panel, "one two three one two three one two three")
+        await until(_reply_done(panel, 2), 120)
+        stats = _messages(panel)[-1].stats
+        assert stats is not None and stats.spec_mode == "ngram"
+        short, tip = figures(_messages(panel)[-1])
+        assert "speculative decoding (n-gram lookup)" in tip
+        assert short.endswith("accepted") or short.endswith("nothing drafted")
+
+    qloop.run_until_complete(scenario())
+
+
+def _engine_loaded_with_ngram(panel) -> bool:
+    params = panel.workspace.loaded_params()
+    return params is not None and params.speculative == "ngram"
