@@ -563,10 +563,12 @@ class MessageItem(QWidget):
             x += nav + SPACE_S
         shown = self.indicator if self.state.streaming else self.figures
         text = INDICATOR_ROOM if self.state.streaming else self.figures.text()  # the indicator ticks: room for all
-        text_w = min(col // 2, shown.fontMetrics().horizontalAdvance(text) + 2) if text else 0
+        actions = self._wanted_actions()
+        room = max(col // 2, col - (x - x0) - SPACE_S - BUTTON_STEP * len(actions))  # what the buttons leave
+        text_w = min(room, shown.fontMetrics().horizontalAdvance(text) + 2) if text else 0
         shown.setGeometry(x, y, text_w, FOOTER_H)
         gap = SPACE_S if text_w else 0
-        self._place_buttons(self._wanted_actions(), x + text_w + gap, y + (FOOTER_H - BUTTON) // 2)
+        self._place_buttons(actions, x + text_w + gap, y + (FOOTER_H - BUTTON) // 2)
         return y + FOOTER_H
 
     def _place_mark(self, x0: int, y: int, col: int) -> int:
