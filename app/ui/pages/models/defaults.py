@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QSpinBox, QVBoxLayout, QWidget
 
 from app.core.params import LoadParams, SamplingParams
-from app.services.library.index import KIND_GGUF
+from app.services.library.index import KIND_GGUF, SOURCE_OLLAMA
 from app.services.model_settings import ModelSettings
 from app.services.workstation import Workstation
 from app.ui.pages.models.widgets import icon_button, shrinking_label
@@ -120,9 +120,10 @@ class ModelDefaultsBox(QWidget):
         self.status.setText(self._describe(settings, saved, store.problem))
 
     def _library_ggufs(self) -> list[str]:
-        """The library's usable GGUFs (the draft candidates; the check leaves out projectors)."""
+        """The library's GGUFs the chat offers: the draft candidates (the check leaves out projectors)."""
         scan = self.workstation.library.snapshot()
-        return [e.path for e in scan.entries if e.kind is KIND_GGUF and not e.error] if scan else []
+        entries = scan.entries if scan else []
+        return [e.path for e in entries if e.kind is KIND_GGUF and not e.error and e.source != SOURCE_OLLAMA]
 
     def _show(self, load: LoadParams, sampling: SamplingParams) -> None:
         self.context_size.setValue(load.n_ctx)
