@@ -84,3 +84,25 @@ def test_host_tier_rates_and_swap_lower_bound_over_an_interval() -> None:
     assert second.host_swap_bytes_lower_bound == pytest.approx(4 * GIB)
     assert second.spec_acceptance_rate == 0.0  # 20 more drafted, none accepted in this interval
     assert dict(second.cached_prompt_tokens_by_source)["host"] == 256.0
+
+
+def test_the_apps_prometheus_endpoint_exports_acceptance_and_the_host_tier() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from app.services.monitor.prometheus import SnapshotCollector
+
+    snapshot = sampler_over([with_host_tier(RECORDED, stored=3 * GIB, loaded=GIB)]).sample()
+    collector = SnapshotCollector()
+    collector.snapshot = snapshot
+    registry = CollectorRegistry()
+    registry.register(collector)
+    values = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+        if sample.labels.get("engine") == "vllm"
+    }
+    assert values["llmws_spec_acceptance_ratio"] == pytest.approx(36 / 47)
+    assert values["llmws_host_kv_capacity_bytes"] == 4 * GIB
+    assert values["llmws_host_swap_bytes_lower_bound"] == 4 * GIB

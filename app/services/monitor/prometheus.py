@@ -92,6 +92,14 @@ def _engine_families(snapshot: MonitorSnapshot) -> Iterator[GaugeMetricFamily]:
     yield _gauge("requests_running", "Requests being generated.", kv("requests_running"), labels)
     yield _gauge("requests_waiting", "Requests queued.", kv("requests_waiting"), labels)
     yield _gauge("generation_tokens_per_second", "Generated tokens per second.", kv("generation_tokens_per_s"), labels)
+    yield _gauge("spec_acceptance_ratio", "Drafted tokens accepted (0-1).", kv("spec_acceptance_rate"), labels)
+    yield _gauge("host_kv_capacity_bytes", "Host KV tier size (KV offloading).", kv("host_tier_capacity_bytes"), labels)
+    yield _gauge(
+        "host_swap_bytes_lower_bound",
+        "KV bytes moved to and from host memory.",
+        kv("host_swap_bytes_lower_bound"),
+        labels,
+    )
 
 
 class PrometheusExporter:
