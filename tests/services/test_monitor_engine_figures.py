@@ -106,3 +106,11 @@ def test_the_apps_prometheus_endpoint_exports_acceptance_and_the_host_tier() -> 
     assert values["llmws_spec_acceptance_ratio"] == pytest.approx(36 / 47)
     assert values["llmws_host_kv_capacity_bytes"] == 4 * GIB
     assert values["llmws_host_swap_bytes_lower_bound"] == 4 * GIB
+
+
+def test_the_vllm_pages_summary_names_the_acceptance() -> None:
+    from app.core.vllm.metrics import figures_from_page
+    from app.services.vllm.metrics import metrics_summary
+
+    summary = metrics_summary(figures_from_page(RECORDED, "http://127.0.0.1:8000"))
+    assert summary.endswith("speculative drafts accepted 77 %")

@@ -107,4 +107,6 @@ def metrics_summary(m: VllmMetrics) -> str:
         parts.append(f"{m.preemptions_total:.0f} preemptions")
     if (rate := m.prefix_cache_hit_rate) is not None:
         parts.append(f"prefix-cache hits {100 * rate:.0f} %")
+    if (accepted := m.spec_acceptance_rate) is not None:
+        parts.append(f"speculative drafts accepted {100 * accepted:.0f} %")
     return " · ".join(parts) or "the server reports no KV-cache or queue figures"
