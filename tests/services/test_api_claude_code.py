@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from app.core.chat.conversation import ReplyStats
+from app.services.agents.agents import CLAUDE, locate
 from app.services.api import anthropic_render
 from app.services.api.anthropic_requests import messages_call
 from app.services.api.config import ServerConfig
@@ -303,7 +304,7 @@ def test_a_stop_sequence_ends_the_reply_and_is_reported(api):
 
 
 # --- the real Claude Code --------------------------------------------------------------------------------------------
-CLAUDE_CODE = "@anthropic-ai/claude-code"
+CLAUDE_CODE = CLAUDE.npm_package
 
 
 def _npm_env() -> dict[str, str]:
@@ -317,21 +318,24 @@ def _npm_env() -> dict[str, str]:
     return {**env, "npm_config_cache": cache} if cache else env
 
 
-def claude_code_or_skip() -> dict[str, str]:
-    """The environment to run Claude Code from npm's cache in; skips saying what is missing."""
+def claude_code_or_skip() -> tuple[list[str], dict[str, str]]:
+    """What starts Claude Code and the environment to run it in; skips saying what is missing."""
     for tool in ("node", "npx", "npm"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed: Claude Code needs Node.js (https://nodejs.org)")
     env = _npm_env()
+    found = locate(CLAUDE, env)  # as `llm-workstation launch claude` finds it (npx: --offline -y, from the cache)
+    if found is None:
+        pytest.skip(f"{CLAUDE_CODE} is not installed nor in npm's npx cache (install it: npx -y {CLAUDE_CODE} "
+                    "--version)")  # fmt: skip
     try:
-        probe = subprocess.run(["npx", "--no-install", CLAUDE_CODE, "--version"], capture_output=True, text=True,
-                               timeout=120, env=env, stdin=subprocess.DEVNULL)  # fmt: skip
+        probe = subprocess.run([*found.argv, "--version"], capture_output=True, text=True, timeout=120, env=env,
+                               stdin=subprocess.DEVNULL)  # fmt: skip
     except subprocess.TimeoutExpired:
-        pytest.skip(f"'npx --no-install {CLAUDE_CODE} --version' did not answer in 120 s")
+        pytest.skip(f"Claude Code ({found.where}) did not answer '--version' in 120 s")
     if probe.returncode != 0 or "Claude Code" not in probe.stdout:
-        pytest.skip(f"{CLAUDE_CODE} is not in npm's cache (install it: npx -y {CLAUDE_CODE} --version): "
-                    f"{(probe.stderr or probe.stdout).strip()[-200:]}")  # fmt: skip
-    return env
+        pytest.skip(f"Claude Code ({found.where}) does not run: {(probe.stderr or probe.stdout).strip()[-200:]}")
+    return [*found.argv], env
 
 
 @pytest.mark.claude_code
@@ -340,7 +344,7 @@ def claude_code_or_skip() -> dict[str, str]:
 def test_claude_code_runs_a_turn_headless_against_the_starter_model(tmp_path):
     from app.services import starter_model
 
-    env = claude_code_or_skip()
+    claude, env = claude_code_or_skip()
     if not starter_model.package_installed():
         pytest.skip(f"the starter model is not installed: {starter_model.INSTALL_HINT}")
     models = tmp_path / "models"
@@ -350,7 +354,7 @@ def test_claude_code_runs_a_turn_headless_against_the_starter_model(tmp_path):
     with ApiHarness(models, ServerConfig(port=0, n_ctx=24576), settings_file=tmp_path / "settings.json") as api:
         name = api.openai().models.list().data[0].id
         run = subprocess.run(
-            ["npx", "--no-install", CLAUDE_CODE, "-p", "say hi", "--max-turns", "1"],
+            [*claude, "-p", "say hi", "--max-turns", "1"],
             capture_output=True, text=True, timeout=1700, stdin=subprocess.DEVNULL, cwd=tmp_path,
             env={**env, "HOME": str(home), "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "dummy",
                  "ANTHROPIC_MODEL": name, "ANTHROPIC_DEFAULT_HAIKU_MODEL": name, "DISABLE_TELEMETRY": "1",

@@ -266,15 +266,20 @@ class LlamaCppBackend(BackendBase):
         return int(event["tokens"])
 
     async def _model_request(self, command: dict[str, Any]) -> dict[str, Any]:
-        """A request to the loaded model that is not a reply (it waits behind a reply in the worker)."""
-        if self._model is None or self._worker is None or not self._worker.alive:
-            raise BackendError("No model is loaded. Open a model and load it first.")
-        try:
-            return await self._request(command)
-        except _WorkerError as exc:
-            if exc.worker_kind in _REFUSED_REPLY_KINDS:
-                raise RequestRefusedError(str(exc)) from None
-            raise
+        """A request to the loaded model that is not a reply (it waits behind a reply in the worker); asked once
+        more, as a reply is, when llama.cpp's CPU-specific kernels crashed the worker on it."""
+        for attempt in (1, 2):
+            if self._model is None or self._worker is None or not self._worker.alive:
+                raise BackendError("No model is loaded. Open a model and load it first.")
+            try:
+                return await self._request(command)
+            except _WorkerError as exc:
+                if exc.worker_kind in _REFUSED_REPLY_KINDS:
+                    raise RequestRefusedError(str(exc)) from None
+                if attempt == 2 or not self._take_kernel_crash(exc) or self._recovery is None:
+                    raise
+                await self._recovery
+        raise AssertionError("unreachable")
 
     async def _stream(
         self, handle: StreamedReply, command: dict[str, Any], params: SamplingParams, options: GenerationOptions | None
