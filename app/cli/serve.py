@@ -32,7 +32,13 @@ if TYPE_CHECKING:
 VERBS = ("serve",)
 BENCH_KINDS = ("serve",)
 VLLM_KEY_ENV = "VLLM_API_KEY"
-OPTIONS = {"api_key": f"--api-key or ${API_KEY_ENV}", "port": "--port", "host": "--host", "n_ctx": "--ctx"}
+OPTIONS = {
+    "api_key": f"--api-key or ${API_KEY_ENV}",
+    "port": "--port",
+    "host": "--host",
+    "n_ctx": "--ctx",
+    "n_parallel": "--parallel",
+}
 
 
 def add_parser(verbs: argparse._SubParsersAction) -> None:
@@ -67,6 +73,15 @@ def add_parser(verbs: argparse._SubParsersAction) -> None:
         metavar="TOKENS",
         help="load every model with this context (default: each model's own setting); a request that needs more "
         "reloads its model with a larger context when memory allows, up to the model's trained context",
+    )
+    add(
+        "--parallel",
+        type=_parallel,
+        default=None,
+        metavar="N|auto",
+        help="run up to N llama.cpp requests at once per model (continuous batching; each gets the full context), "
+        "over each model's own setting; auto: as many as fit by the memory estimate (up to 4). Default: each "
+        "model's setting, else one at a time",
     )
     add("--vllm-url", default=None, metavar="URL", help=f"serve this vLLM server's model too (key: ${VLLM_KEY_ENV})")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -104,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     config = ServerConfig(
         host=args.host, port=args.port, api_key=key, cors_origins=tuple(args.cors_origin),
         idle_ttl_s=None if args.ttl < 0 else args.ttl, max_queue=args.max_queue, n_ctx=args.ctx,
+        n_parallel=args.parallel,
     )  # fmt: skip
     try:
         config.check()
@@ -164,6 +180,19 @@ def _context_size(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"the context size is a whole number of tokens, e.g. 32768, not {text!r}"
         ) from None
+
+
+def _parallel(text: str) -> int:
+    """``--parallel``: a whole number of requests, or ``auto`` (0: what fits)."""
+    if text.strip().lower() == "auto":
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a number of requests, e.g. 4, or auto; not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 request at a time (1: one at a time), not {value}")
+    return value
 
 
 def _context_line(config: ServerConfig, default_ctx: int) -> str:

@@ -20,6 +20,7 @@ from app.services.api.defaults import (
 
 MIN_CONTEXT = 16  # llama.cpp's and Ollama's floor (LoadParams)
 MAX_CONTEXT = 16 * 1024 * 1024  # beyond any model's trained context: a typo, not a wish
+MAX_PARALLEL = 64  # llama.cpp sequences at once on one model (its n_seq_max limit)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class ServerConfig:
     max_tokens_limit: int = DEFAULT_MAX_TOKENS_LIMIT
     state_dir: Path | None = None  # the app's data folder (stored responses, model ids); None: in memory only
     n_ctx: int | None = None  # the context every model the server loads gets (``serve --ctx``); None: each model's
+    # llama.cpp requests run side by side, up to this many at once per model (``serve --parallel N``); 0: as many as
+    # fit by the memory estimate (up to 4); None: each model's own setting (``LoadParams.n_parallel``; unset: one)
+    n_parallel: int | None = None
     # A streamed reply whose first token takes longer than this starts without it (its opening events, then a
     # ping every ``ping_interval_s``): clients that give up on a silent connection (Claude Code after ~3 min) wait.
     # Within the grace time a failure is still an HTTP error; after it, an error event in the stream.
@@ -62,6 +66,9 @@ class ServerConfig:
             found.append("The queue, body and max_tokens limits must be positive.")
         if self.idle_ttl_s is not None and self.idle_ttl_s < 0:
             found.append("The idle time before a model unloads cannot be negative.")
+        if self.n_parallel is not None and not 0 <= self.n_parallel <= MAX_PARALLEL:
+            found.append(f"The parallel requests per model must be from 1 to {MAX_PARALLEL} (or auto), "
+                         f"not {self.n_parallel}.")  # fmt: skip
         if self.n_ctx is not None and not MIN_CONTEXT <= self.n_ctx <= MAX_CONTEXT:
             found.append(
                 f"The context size must be from {MIN_CONTEXT} to {MAX_CONTEXT:,} tokens, not {self.n_ctx:,} "
@@ -73,6 +80,7 @@ class ServerConfig:
         if found := self.problems():
             setting = "api_key" if any("API key" in p for p in found) else None
             setting = setting or ("n_ctx" if any("context size" in p for p in found) else None)
+            setting = setting or ("n_parallel" if any("parallel" in p for p in found) else None)
             raise InvalidInputError(" ".join(found), setting=setting)
 
 

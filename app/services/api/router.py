@@ -45,6 +45,7 @@ from app.services.api.fields import UNSET
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded
 from app.services.engines.host import EngineHost, Turn
+from app.services.engines.parallel_turn import ParallelTurn
 
 if TYPE_CHECKING:
     from app.core.memory.fit import MachineMemory
@@ -103,6 +104,7 @@ class ModelRouter:
         max_queue: int = 8,
         n_ctx: int | None = None,
         machine_memory: Callable[[], MachineMemory] | None = None,
+        n_parallel: int | None = None,
     ) -> None:
         """``n_ctx``: the context of every load the server makes (None: each model's own); ``machine_memory`` reads
         this machine's free memory for the estimate that bounds a larger context (blocking; default: NVML and
@@ -112,6 +114,7 @@ class ModelRouter:
         self.idle_ttl_s = idle_ttl_s
         self.max_queue = max_queue
         self.n_ctx = n_ctx
+        self.n_parallel = n_parallel  # ``serve --parallel`` (0: auto); None: each model's setting
         self._machine_memory = machine_memory
         self._counts = CountMemo()  # the last count of each model's prompts (an agent's next turn is not counted)
         self._in_flight: dict[EngineKind, int] = {}  # the API's requests per engine, waiting or running
@@ -163,6 +166,36 @@ class ModelRouter:
                         self._arm(model, keep_alive)
         finally:
             self._in_flight[kind] -= 1
+
+    async def parallel_slots(self, model: ServedModel) -> int:
+        """How many requests run side by side on ``model`` (1: one at a time, on the single worker): llama.cpp only,
+        ``serve --parallel`` over the model's setting; neither set means one."""
+        if model.engine is not EngineKind.LLAMACPP:
+            return 1
+        params = self._load_params(model, False)
+        if self.n_parallel is None and params.n_parallel is None:
+            return 1
+        if self.n_parallel == 0:  # auto: what fits by the memory estimate, whatever the model's setting
+            return await self._host.parallel.slots_for(model.entry, replace(params, n_parallel=None), None)
+        return await self._host.parallel.slots_for(model.entry, params, self.n_parallel)
+
+    @contextlib.asynccontextmanager
+    async def serving_parallel(
+        self, model: ServedModel, slots: int, *, on_loading: Callable[[], None] | None = None,
+        client: str | None = None, label: str | None = None,
+    ) -> AsyncIterator[Lease]:  # fmt: skip
+        """Hold ``model`` on the parallel llama.cpp engine for one request (loaded there with ``slots`` sequences,
+        each with the model's context, if it is not); raises ApiError when N × context will not fit or the engine
+        cannot start. It waits for a free slot in the engine, not here."""
+        params = self._load_params(model, False)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                use = await stack.enter_async_context(self._host.parallel.use(model.entry, params, slots, on_loading))
+            except AppError as exc:
+                raise _load_error(model, exc) from exc
+            turn = ParallelTurn(self._host, model.engine, model.entry, use.load.info, use.loaded_here, use.load_ms,
+                                use=use, client=client, label=label)  # fmt: skip
+            yield Lease(model, turn, f"loaded for {slots} parallel requests" if use.loaded_here else None)
 
     @contextlib.asynccontextmanager
     async def _turn(

@@ -28,12 +28,14 @@ from app.services.api.errors import ApiError, Dialect, bad_request, from_app_err
 from app.services.api.fields import Fields, GenerationCall
 from app.services.api.metrics import CONTENT_TYPE, ApiMetrics
 from app.services.api.openai_requests import chat_call, completion_call, embedding_inputs
+from app.services.api.parallel_route import serial_reason
 from app.services.api.records import RequestLog, RequestState, Tracker
 from app.services.api.replies import CollectedReply, Out, ReplyRun, collect
 from app.services.api.router import Lease, ModelRouter
 from app.services.api.sse import DONE, ClientGone, EventStream, data_event, named_event, unless_disconnected
 from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
+from app.services.engines.parallel_turn import ParallelTurn
 from app.services.engines.reply_formats import reply_parser
 
 log = logging.getLogger("app.services.api")
@@ -229,11 +231,9 @@ class Api:
         model = await self._model(tracker, call.model)
         stack = contextlib.AsyncExitStack()
         try:
-            lease = await stack.enter_async_context(self.router.serving(
-                model, keep_alive=call.keep_alive, on_loading=lambda: tracker.update(state=RequestState.LOADING),
-                need=ContextNeed.of(call),
-            ))  # fmt: skip
-            tracker.update(n_ctx=lease.info.n_ctx, note=lease.note)
+            serving, note = await self._serving(tracker, model, call)
+            lease = await stack.enter_async_context(serving)
+            tracker.update(n_ctx=lease.info.n_ctx, note=lease.note or note)
             if isinstance(shape, _AnthropicMessage):  # message_start carries the prompt's size: counted first
                 await shape.ready(lease)
             run = await self._start(model, lease, call)
@@ -258,15 +258,36 @@ class Api:
         finally:
             await stack.aclose()
 
+    async def _serving(
+        self, tracker: Tracker, model: ServedModel, call: GenerationCall
+    ) -> tuple[contextlib.AbstractAsyncContextManager[Lease], str | None]:
+        """The request's hold on its model: a place on the parallel llama.cpp engine when the model runs requests
+        side by side and this one needs nothing only the single worker does (else the single worker, and the note
+        saying why, for the request log)."""
+        on_loading = lambda: tracker.update(state=RequestState.LOADING)  # noqa: E731
+        slots = await self.router.parallel_slots(model)
+        reason = serial_reason(call) if slots > 1 else None
+        if slots > 1 and reason is None:
+            label = f"#{tracker.record.id}"
+            parallel = self.router.serving_parallel(model, slots, on_loading=on_loading,
+                                                    client=tracker.record.client, label=label)  # fmt: skip
+            return parallel, None
+        note = f"one at a time on the single llama.cpp worker: {reason}" if reason else None
+        serving = self.router.serving(model, keep_alive=call.keep_alive, on_loading=on_loading,
+                                      need=ContextNeed.of(call))  # fmt: skip
+        return serving, note
+
     async def _start(
         self, model: ServedModel, lease: Lease, call: GenerationCall, choice: int | None = None
     ) -> ReplyRun:
         """The reply, asked in the request's turn: on the model it asked for, nothing between. With ``n`` several
         choices, each a reply of its own (``choices``); ``choice`` is one of them."""
         kind, turn = model.engine, lease.turn
+        parallel = isinstance(turn, ParallelTurn)
         if call.n > 1 and choice is None:
             return ChoiceRuns(lambda i: self._start(model, lease, call, i), call.n, engine=str(kind),
-                              side_by_side=self.host.concurrent(kind), want_logprobs=call.options.logprobs)  # fmt: skip
+                              side_by_side=parallel or self.host.concurrent(kind),
+                              want_logprobs=call.options.logprobs)  # fmt: skip
         limit = self.config.max_tokens_limit
         sampling = call.sampling_params(self.router.sampling(model), limit, lease.info.n_ctx)
         sampling = choice_sampling(sampling, choice or 0)
@@ -281,7 +302,8 @@ class Api:
             stream = turn.complete(call.prompt, sampling, options)
             parser = None
         else:
-            parser = await reply_parser(kind, self.host.loaded(kind), options)
+            loaded = turn.loaded if isinstance(turn, ParallelTurn) else self.host.loaded(kind)
+            parser = await reply_parser(kind, loaded, options)
             stream = turn.stream_chat(call.messages, sampling, options)
         return ReplyRun(stream, parser, engine=str(kind), want_logprobs=call.options.logprobs)
 

@@ -134,7 +134,7 @@ class ApiServer:
 
         self._router = ModelRouter(
             self.host, self.defaults, idle_ttl_s=self.config.idle_ttl_s, max_queue=self.config.max_queue,
-            n_ctx=self.config.n_ctx,
+            n_ctx=self.config.n_ctx, n_parallel=self.config.n_parallel,
         )  # fmt: skip
         if self.metrics is None:  # one registry for the server's life: counts survive a restart
             metrics = self.metrics = ApiMetrics()

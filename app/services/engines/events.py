@@ -89,6 +89,46 @@ class VllmEndpointChanged:
     endpoint: VllmEndpoint | None  # None: no vLLM server to use any more
 
 
+@dataclass(frozen=True)
+class SlotView:
+    """One slot (KV stream) of the parallel llama.cpp engine: ``cells`` of its ``n_ctx`` in use (its request's, or
+    the prefix kept from its last one), ``state`` idle / prefilling / decoding, and whose request runs there."""
+
+    slot: int
+    state: str
+    cells: int
+    n_ctx: int
+    client: str | None = None  # who asked (the API's client address), None when idle
+    request: str | None = None  # the request's label (the API's request-log id), None when idle
+
+
+@dataclass(frozen=True)
+class ParallelSnapshot:
+    """The parallel llama.cpp engine now: its model (None: not started), slots, and requests waiting for one."""
+
+    entry: str | None = None
+    slots: tuple[SlotView, ...] = ()
+    waiting: int = 0
+    pid: int | None = None
+
+    @property
+    def cells_used(self) -> int:
+        return sum(s.cells for s in self.slots)
+
+    @property
+    def cells_total(self) -> int:
+        return sum(s.n_ctx for s in self.slots)
+
+
+@dataclass(frozen=True)
+class ParallelSlotsChanged:
+    """The parallel llama.cpp engine's slots or queue changed: at once when a request is queued, starts or ends,
+    and about twice a second while it generates."""
+
+    engine: EngineKind
+    snapshot: ParallelSnapshot
+
+
 EngineEvent = (
     EngineStateChanged
     | ModelLoaded
@@ -99,4 +139,5 @@ EngineEvent = (
     | VllmEndpointChanged
     | EmbeddingModelLoaded
     | EmbeddingModelUnloaded
+    | ParallelSlotsChanged
 )

@@ -54,6 +54,7 @@ from app.services.engines.events import (
     VllmEndpointChanged,
 )
 from app.services.engines.gate import ModelGate, Turnstile
+from app.services.engines.parallel_slots import ParallelSlots
 from app.services.engines.replies import ReplyStream
 from app.services.engines.vllm_server import ManagedVllm
 
@@ -138,6 +139,8 @@ class EngineHost:
         self.loop: asyncio.AbstractEventLoop | None = None
         engine = self._adopt(EngineKind.LLAMACPP, llamacpp or create_backend("llamacpp"))
         self.embedding_slot = EmbeddingSlot.beside(engine, self.emit)  # None: this engine makes no second worker
+        # llama.cpp replies side by side (continuous batching), for the API server; started on first use
+        self.parallel = ParallelSlots(self.emit, no_repack=lambda: _kernel_fallback_on(engine))
 
     # --- events ---------------------------------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -493,6 +496,7 @@ class EngineHost:
         await self.vllm_server.stop()
         if self.embedding_slot is not None:
             await self.embedding_slot.close()
+        await self.parallel.close()
         for engine in self.engines():
             await engine.close()
 
@@ -538,6 +542,11 @@ class EngineHost:
         task = loop.create_task(coro)
         _background.add(task)
         task.add_done_callback(_background.discard)
+
+
+def _kernel_fallback_on(engine: Backend) -> bool:
+    """Whether the llama.cpp worker runs without llama.cpp's CPU-specific kernels (they crash on this machine)."""
+    return bool(getattr(getattr(engine, "kernel_fallback", None), "active", False))
 
 
 _background: set[asyncio.Task[object]] = set()  # closing clients: kept so they are not collected mid-way
