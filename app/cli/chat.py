@@ -46,6 +46,12 @@ def chat(args: argparse.Namespace) -> int:
     except BackendError as exc:  # a request that cannot work as asked (LoadRefusedError) is bad input
         print(file=sys.stdout, flush=True)
         return fail_error(exc)
+    if result.get("spec_mode", "off") != "off":
+        print(
+            f"note: speculative decoding ({result['spec_mode']}): {result['accepted']} of {result['drafted']} drafted "
+            f"tokens accepted ({(result['acceptance'] or 0):.0%})",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(result))
     return 0

@@ -173,3 +173,20 @@ def test_the_worker_fills_the_reply_figures_and_can_skip_speculation_once(models
     assert second.spec_mode is None and second.spec_drafted == 0
     assert first_text == second_text
     assert "vocabulary size differs" in refusal and mode_after == "draft"  # the loaded model stays as it was
+
+
+def test_drafts_are_settled_on_the_tokens_kept_and_proposals_follow_how_they_fare():
+    import numpy as np
+
+    from app.backends.llamacpp.speculation import CountedDrafts
+
+    proposals = iter([[7, 8, 9, 10], [1, 2, 3, 4, 5, 6, 7, 8], [4, 4], [9]])
+    drafts = CountedDrafts(lambda _ids: np.array(next(proposals)), n_ctx=100, limit=6)
+    drafts.begin_reply()
+    assert list(drafts(np.array([1, 2, 3]))) == [7, 8, 9, 10]
+    assert list(drafts(np.array([1, 2, 3, 7, 8, 9, 10, 11]))) == [1, 2, 3, 4, 5, 6]  # all 4 kept: up to 8, cut at 6
+    assert (drafts.drafted, drafts.accepted, drafts.length) == (10, 4, 6)
+    assert list(drafts(np.array([1, 2, 3, 7, 8, 9, 10, 11, 1, 2, 0]))) == [4, 4]  # 2 kept, the third rejected
+    assert (drafts.accepted, drafts.length) == (6, 3)
+    drafts.settle([1, 2, 3, 7, 8, 9, 10, 11, 1, 2, 0, 5])  # the reply ended: the pending proposal kept nothing
+    assert (drafts.drafted, drafts.accepted, drafts.length) == (12, 6, 1)

@@ -11,7 +11,11 @@ into ``llm.scores`` (n_ctx × n_vocab floats: gigabytes for a 256k vocabulary) a
 Instead the drafter is set on the loaded model and ``install_eval`` asks llama.cpp for the logits of every token
 only in a verification batch (the sampled token and its drafts), copying none.
 
-``CountedDrafts`` counts per reply: drafted (tokens proposed) and accepted (drafts the model kept).
+``CountedDrafts`` counts per reply: drafted (tokens proposed) and accepted (drafts the model kept). It also sizes
+proposals to how they fare: a verification batch costs more the wider it is (on a CPU, the output layer alone is
+computed once per row), so after a rejection the next proposal holds one token more than were accepted, and after a
+full acceptance twice as many, up to the drafter's own length. N-gram lookup proposes only where the last two tokens
+occurred before (a single repeated token is no evidence that the text repeats).
 Only the worker imports this module; ``llama_cpp`` is imported on first use.
 """
 
@@ -55,18 +59,21 @@ class CountedDrafts:
 
     propose: Proposer
     n_ctx: int
+    limit: int  # the most drafts one proposal holds
     drafted: int = 0
     accepted: int = 0
+    length: int = 0  # the most the next proposal may hold (adapts; 0: the limit)
     _pending: tuple[int, list[int]] | None = None
 
     def begin_reply(self) -> None:
         self.drafted = self.accepted = 0
         self._pending = None
+        self.length = self.limit
 
     def __call__(self, input_ids: Any) -> Any:
         self.settle(input_ids)
         room = max(self.n_ctx - len(input_ids), 0)  # what ``generate`` keeps of a proposal
-        drafts = self.propose(input_ids)[:room]
+        drafts = self.propose(input_ids)[: min(room, self.length or self.limit)]
         self._pending = (len(input_ids), [int(t) for t in drafts])
         self.drafted += len(drafts)
         return drafts
@@ -77,10 +84,15 @@ class CountedDrafts:
             return
         start, drafts = self._pending
         self._pending = None
+        kept = 0
         for offset, draft in enumerate(drafts):
             if start + offset >= len(sequence) or int(sequence[start + offset]) != draft:
                 break
-            self.accepted += 1
+            kept += 1
+        self.accepted += kept
+        if drafts:
+            full = kept == len(drafts)
+            self.length = min(self.limit, 2 * len(drafts)) if full else kept + 1
 
 
 @dataclass
@@ -107,16 +119,34 @@ def attach(llm: Any, setting: SpeculativeSetting, draft_kwargs: dict[str, Any]) 
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         lookup = LlamaPromptLookupDecoding(max_ngram_size=NGRAM_SIZE, num_pred_tokens=NGRAM_DRAFT_TOKENS)
-        speculation = Speculation(NGRAM, CountedDrafts(lookup, int(llm.n_ctx())), NGRAM_DRAFT_TOKENS + 1)
+        drafts = CountedDrafts(_after_a_repeated_pair(lookup), int(llm.n_ctx()), NGRAM_DRAFT_TOKENS)
+        speculation = Speculation(NGRAM, drafts, NGRAM_DRAFT_TOKENS + 1)
     else:
         from app.backends.llamacpp.draft_model import DRAFT_TOKENS, SmallModelDrafter, load_draft_llama
 
         draft_llm = load_draft_llama(str(setting.draft_path), draft_kwargs)
         drafter = SmallModelDrafter(draft_llm, DRAFT_TOKENS)
-        speculation = Speculation(DRAFT, CountedDrafts(drafter, int(llm.n_ctx())), DRAFT_TOKENS + 1, draft_llm)
+        drafts = CountedDrafts(drafter, int(llm.n_ctx()), DRAFT_TOKENS)
+        speculation = Speculation(DRAFT, drafts, DRAFT_TOKENS + 1, draft_llm)
     llm.draft_model = speculation.drafts
     install_eval(llm, speculation.widest_batch)
     return speculation
+
+
+def _after_a_repeated_pair(lookup: Proposer) -> Proposer:
+    """``lookup``, asked only when the text's last two tokens occurred together before."""
+
+    def propose(input_ids: Any) -> Any:
+        import numpy as np
+
+        if len(input_ids) < 3:
+            return np.array([], dtype=np.intc)
+        first, second = input_ids[-2], input_ids[-1]
+        if not np.any((input_ids[:-3] == first) & (input_ids[1:-2] == second)):
+            return np.array([], dtype=np.intc)
+        return lookup(input_ids)
+
+    return propose
 
 
 def install_eval(llm: Any, widest_batch: int) -> None:
