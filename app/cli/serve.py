@@ -26,6 +26,7 @@ from app.cli.common import API_KEY_ENV, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_O
 from app.core.errors import AppError
 
 if TYPE_CHECKING:
+    from app.core.params import LoadParams
     from app.services.api.config import ServerConfig
     from app.services.workstation import Workstation
 
@@ -105,6 +106,15 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
                        "(on already where the app's worker fell back to it)")  # fmt: skip
     bench.add_argument("--vllm-url", default=None, help="a running vLLM server: also measure concurrency 32")
     bench.add_argument("--vllm-requests", type=int, default=96, help="requests per vLLM measurement")
+    bench.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="instead: 1, 2, 4, 8 … streams at once through serve --parallel N (continuous batching) "
+        "against the queued mode (one at a time), same run: aggregate decode tok/s and TTFT p50/p95",
+    )
+    bench.add_argument("--rounds", type=int, default=2, help="with --concurrency: chats per stream and level")
     bench.add_argument("--json", action="store_true")
 
 
@@ -245,6 +255,8 @@ def run_bench(args: argparse.Namespace) -> int:
         return fail_error(exc)
     if not model.is_file():
         return fail(f"{model} is not a file. Pass a GGUF with --model.", EXIT_BAD_INPUT)
+    if args.concurrency is not None:
+        return _run_concurrency_bench(args, model, load)
     baseline = not args.no_baseline_server
     if baseline and (missing := serve_bench.llama_cpp_server_missing()):
         return fail(f"{missing}; or pass --no-baseline-server.", EXIT_BAD_INPUT)
@@ -259,4 +271,24 @@ def run_bench(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)
     print(json.dumps(report, indent=2) if args.json else "\n".join(serve_bench.report_lines(report)))
+    return EXIT_OK
+
+
+def _run_concurrency_bench(args: argparse.Namespace, model: Path, load: LoadParams) -> int:
+    import json
+
+    from app.devtools import chat_bench, concurrency_bench
+
+    if args.concurrency < 1 or args.rounds < 1:
+        return fail("--concurrency and --rounds must be at least 1.", EXIT_BAD_INPUT)
+    no_repack = args.no_repack or chat_bench.repacking_off_here()
+    try:
+        report = concurrency_bench.bench_concurrency(
+            model, load, slots=args.concurrency, max_tokens=args.max_tokens, rounds=args.rounds, no_repack=no_repack
+        )
+    except (RuntimeError, OSError) as exc:
+        return fail(str(exc))
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    print(json.dumps(report, indent=2) if args.json else "\n".join(concurrency_bench.report_lines(report)))
     return EXIT_OK

@@ -139,7 +139,7 @@ def start_api_server(model: Path, load: LoadParams, home: Path, no_repack: bool)
     ModelSettingsStore(home / "data" / FILE_NAME).set(str(model), ModelSettings(load=load))
     port = _free_port()
     command = [sys.executable, "-m", "app", "serve", "--port", str(port), "--models-dir", str(model.parent),
-               "--ttl", "-1", "--log-level", "WARNING"]  # fmt: skip
+               "--ttl", "-1", "--log-level", os.environ.get("LLMW_BENCH_LOG", "WARNING")]  # fmt: skip
     env = {**os.environ, "LLMW_HOME": str(home), "LLMW_API_KEY": "", **({NO_REPACK_ENV: "1"} if no_repack else {})}
     return ChildServer(command, env, f"http://127.0.0.1:{port}", "/health")
 

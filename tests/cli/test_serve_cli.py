@@ -141,3 +141,19 @@ def test_a_bad_ctx_exits_2_saying_what_it_must_be(value, said):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and out == ""
     assert said in err and "--ctx" in err
+
+
+def test_serve_parallel_runs_llama_cpp_requests_side_by_side(tmp_path):
+    write_tiny_gguf(tmp_path / "served.gguf", name="served-model", context_length=8192)
+    code, err = _one_request(_serve("--port", "0", "--models-dir", str(tmp_path), "--parallel", "2", "--ctx", "1024",
+                                    "--log-level", "INFO"), "served-model")  # fmt: skip
+    assert code == 0, err[-3000:]
+    assert "loaded for 2 sequences × 1,024 tokens" in err  # the parallel engine, each sequence its full context
+
+
+@pytest.mark.parametrize(("value", "said"), [("0", "at least 1 request"), ("many", "a number of requests")])
+def test_a_bad_parallel_exits_2_saying_what_it_must_be(value, said):
+    proc = _serve("--port", "0", "--parallel", value)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out == ""
+    assert said in err and "--parallel" in err

@@ -279,7 +279,7 @@ class ParallelChats:
             return
         if kind == "started":
             reply.slot, reply.cached_tokens = int(event["slot"]), int(event.get("cached_tokens") or 0)
-            self._cells[reply.slot] = reply.cached_tokens
+            self._cells[reply.slot], self._states[reply.slot] = reply.cached_tokens, "prefilling"
         elif kind in ("done", "error"):
             reply.finished = True
             if reply.slot is not None:

@@ -1,0 +1,122 @@
+"""Parallel requests on llama.cpp through the real API server (``ServerConfig.n_parallel``: ``serve --parallel``)
+with the official SDKs: two streams generate at once (both hold a slot, seen in the engine host's snapshot with
+their clients), a request beyond N waits visibly (its record says WAITING, the snapshot counts it) and runs when a
+slot frees, a client that goes away frees its slot, requests only the single worker can do (logprobs) go there and
+the request log says why, Anthropic's Messages API runs in a slot too, and N × context that will not fit is refused
+with the estimate's numbers."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from app.core.memory.fit import MachineMemory
+from app.services.api.config import ServerConfig
+from app.services.api.records import RequestState
+from app.services.engines.events import ParallelSlotsChanged, ParallelSnapshot
+from tests.support.api_harness import ApiHarness
+from tests.support.gguf_factory import write_tiny_gguf
+
+pytestmark = pytest.mark.timeout(300)
+
+LONG = 3000  # tokens: a stream that is still generating while the test looks (the model never ends by itself)
+HI = [{"role": "user", "content": "hello there"}]
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("parallel-models")
+    write_tiny_gguf(folder / "tiny-8k.gguf", context_length=8192, name="tiny-8k", never_eos=True)
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=2, n_ctx=4096)) as harness:
+        yield harness
+
+
+def _snapshot(api: ApiHarness) -> ParallelSnapshot:
+    async def read() -> ParallelSnapshot:
+        assert api.host is not None
+        return api.host.parallel.snapshot()
+
+    return api.run(read())
+
+
+def _busy(api: ApiHarness) -> list[str | None]:
+    return [s.request for s in _snapshot(api).slots if s.request is not None]
+
+
+def _stream(api: ApiHarness):
+    stream = api.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=LONG, stream=True)
+    chunks = iter(stream)
+    next(chunks)  # the role chunk or the first token: the request is in
+    return stream, chunks
+
+
+def test_two_streams_generate_at_once_each_in_its_own_slot(api):
+    first, first_chunks = _stream(api)
+    second, second_chunks = _stream(api)
+    try:
+        assert any(c.choices and c.choices[0].delta.content for c in first_chunks)  # generating
+        assert any(c.choices and c.choices[0].delta.content for c in second_chunks)  # and so is this one, meanwhile
+        decoding = lambda: all(s.state == "decoding" and s.client and s.cells > 0 for s in _snapshot(api).slots)  # noqa: E731
+        assert api.wait_for(decoding)  # as the engine reports them, about twice a second
+        snapshot = _snapshot(api)
+        assert len(_held(snapshot)) == 2
+        assert snapshot.cells_total == 2 * 4096  # each sequence has the full context it was loaded with
+        assert any(isinstance(e, ParallelSlotsChanged) and len(_held(e.snapshot)) == 2 for e in list(api.events))
+    finally:
+        first.close()
+        second.close()
+    assert api.wait_for(lambda: not _busy(api))  # the clients went away: their slots are free
+
+
+def _held(snapshot: ParallelSnapshot) -> list[str | None]:
+    return [s.request for s in snapshot.slots if s.request is not None]
+
+
+def test_a_request_beyond_n_waits_visibly_then_runs(api):
+    streams = [_stream(api), _stream(api)]
+    with ThreadPoolExecutor(1) as pool:  # its response begins only with its first token (or the grace time)
+        third = pool.submit(api.openai().chat.completions.create, model="tiny-8k", messages=HI, max_tokens=LONG,
+                            stream=True)  # fmt: skip
+        try:
+            assert api.wait_for(lambda: _snapshot(api).waiting == 1)
+            latest = {r.id: r for r in api.records if r.endpoint == "chat.completions"}
+            assert [r.state for r in latest.values() if not r.finished].count(RequestState.WAITING) == 1
+            streams[0][0].close()
+            chunks = third.result(timeout=60)
+            assert any(c.choices and c.choices[0].delta.content for c in chunks)  # it got the freed slot
+            assert _snapshot(api).waiting == 0
+            chunks.close()
+        finally:
+            for stream, _chunks in streams:
+                stream.close()
+    assert api.wait_for(lambda: not _busy(api))
+
+
+def test_logprobs_run_on_the_single_worker_and_the_log_says_why(api):
+    reply = api.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=3, logprobs=True)
+    assert reply.choices[0].logprobs is not None
+    record = api.finished_records("chat.completions")[-1]
+    assert record.note is not None and "single llama.cpp worker: logprobs" in record.note
+
+
+def test_anthropic_messages_run_in_a_slot_with_the_prompt_counted(api):
+    message = api.anthropic().messages.create(model="tiny-8k", max_tokens=5, messages=HI)
+    assert message.usage.output_tokens == 5 and message.stop_reason == "max_tokens"
+    with api.anthropic().messages.stream(model="tiny-8k", max_tokens=4, messages=HI) as stream:
+        final = stream.get_final_message()
+    assert final.usage.input_tokens > 0 and final.usage.output_tokens == 4
+    assert api.finished_records("messages")[-1].note is None  # not sent to the single worker
+
+
+def test_n_times_context_that_does_not_fit_is_refused_with_the_numbers(tmp_path):
+    write_tiny_gguf(tmp_path / "tiny-8k.gguf", context_length=8192, name="tiny-8k", never_eos=True)
+    small = MachineMemory((), (), (), 2 * 1024**3, 256 * 1024, "no GPU")  # 256 KiB free: not even one sequence
+    with ApiHarness(tmp_path, ServerConfig(port=0, n_parallel=4, n_ctx=8192)) as harness:
+        assert harness.host is not None
+        harness.host.parallel._machine_memory = lambda: small
+        import openai
+
+        with pytest.raises(openai.BadRequestError) as refused:
+            harness.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
+        assert "4 parallel sequences × 8,192 tokens" in str(refused.value)
