@@ -5,6 +5,7 @@ are asked only for rows that sample (a sequence's last prompt token, a decoding 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +41,11 @@ class BatchContext:
             params.type_k = settings.type_k
         if settings.type_v is not None:
             params.type_v = settings.type_v
-        if settings.n_threads:
-            params.n_threads = params.n_threads_batch = settings.n_threads
+        # A batched decode step has several tokens, so llama.cpp runs it with n_threads_batch: both get the decode
+        # thread count (llama-cpp-python's default, half the cores), not all cores (oversubscribed, its spinning
+        # threads stall each other: measured 64 ms → 350+ ms a step on 2 busy cores).
+        threads = settings.n_threads or max((os.cpu_count() or 2) // 2, 1)
+        params.n_threads = params.n_threads_batch = threads
         self.ctx = llama_cpp.llama_init_from_model(model, params)
         if not self.ctx:
             raise RuntimeError(
