@@ -104,7 +104,7 @@ class ApiServer:
 
     async def stop(self) -> None:
         """Stop accepting connections and end the replies in flight. The loaded models stay loaded (the host's
-        owner unloads them)."""
+        owner unloads them), but for the parallel llama.cpp engine's, which only the server uses."""
         task, server = self._task, self._server
         if task is None or server is None:
             return
@@ -119,6 +119,7 @@ class ApiServer:
                 await task
         if self._router is not None:
             self._router.close()
+        await self.host.parallel.close()  # the parallel llama.cpp engine serves only this server: its memory is freed
         if self._socket is not None:
             self._socket.close()
         self._task = self._server = self._socket = self._router = self._api = None
