@@ -120,3 +120,23 @@ def test_n_times_context_that_does_not_fit_is_refused_with_the_numbers(tmp_path)
         with pytest.raises(openai.BadRequestError) as refused:
             harness.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
         assert "4 parallel sequences × 8,192 tokens" in str(refused.value)
+
+
+def test_beyond_the_queue_bound_a_request_is_refused_at_once(tmp_path):
+    write_tiny_gguf(tmp_path / "tiny-8k.gguf", context_length=8192, name="tiny-8k", never_eos=True)
+    import openai
+
+    with ApiHarness(tmp_path, ServerConfig(port=0, n_parallel=2, max_queue=1, n_ctx=4096)) as harness:
+        running = [_stream(harness), _stream(harness)]
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(harness.openai().chat.completions.create, model="tiny-8k", messages=HI,
+                                  max_tokens=LONG, stream=True)  # fmt: skip
+            try:
+                assert harness.wait_for(lambda: _snapshot(harness).waiting == 1)
+                with pytest.raises(openai.APIStatusError) as refused:
+                    harness.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
+                assert refused.value.status_code == 503 and "parallel llama.cpp slots are busy" in str(refused.value)
+            finally:
+                running[0][0].close()
+                waiting.result(timeout=60).close()
+                running[1][0].close()

@@ -188,6 +188,11 @@ class ModelRouter:
         each with the model's context, if it is not); raises ApiError when N × context will not fit or the engine
         cannot start. It waits for a free slot in the engine, not here."""
         params = self._load_params(model, False)
+        if self._host.parallel.snapshot().waiting >= self.max_queue:
+            raise overloaded(
+                f"All {slots} parallel llama.cpp slots are busy and {self.max_queue} requests are already waiting for "
+                "one. Try again shortly."
+            )
         async with contextlib.AsyncExitStack() as stack:
             try:
                 use = await stack.enter_async_context(self._host.parallel.use(model.entry, params, slots, on_loading))
