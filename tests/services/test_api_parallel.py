@@ -140,3 +140,13 @@ def test_beyond_the_queue_bound_a_request_is_refused_at_once(tmp_path):
                 running[0][0].close()
                 waiting.result(timeout=60).close()
                 running[1][0].close()
+
+
+def test_auto_runs_as_many_as_fit_up_to_four(tmp_path):
+    write_tiny_gguf(tmp_path / "tiny-8k.gguf", context_length=8192, name="tiny-8k", never_eos=True)
+    with ApiHarness(tmp_path, ServerConfig(port=0, n_parallel=0, n_ctx=1024)) as harness:
+        assert harness.host is not None
+        harness.host.parallel._machine_memory = lambda: MachineMemory((), (), (), 64 * 1024**3, 32 * 1024**3, "no GPU")
+        reply = harness.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
+        assert reply.usage is not None and reply.usage.completion_tokens == 2
+        assert len(_snapshot(harness).slots) == 4
