@@ -9,8 +9,9 @@ processes only ever slow a run down). The text of every speculative reply is com
 speculation: a difference is reported as a mismatch, with where it starts.
 
 Last, the *guarded* run: n-gram lookup with the app's speculation guard watching (``spec_guard``: it takes some
-replies without speculation and turns it off when it is slower), on the free prompts several times over, compared
-with the same replies' tokens at the speed without speculation — the "it does no harm" figure.
+replies without speculation and turns it off when it is slower), on the free prompts several times over, and the
+same replies without speculation right after it, ``rounds`` times: the "it does no harm" figure is the guarded
+replies' tok/s over the plain ones' (all tokens over all decode time, the two interleaved round by round).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ FREE_PROMPTS = (
     ("letter", "My dear sister, it has been three months since I left home, and so much has happened that"),
 )
 KINDS = {name: "copy" for name, _ in COPY_PROMPTS} | {name: "free" for name, _ in FREE_PROMPTS}
-GUARDED_PASSES = 4  # the free prompts, this many times over, with the guard watching
+GUARDED_PASSES = 3  # the free prompts, this many times over, with the guard watching (and without speculation)
 
 
 @dataclass
@@ -112,18 +113,29 @@ async def _run_mode(host: EngineHost, model: str, load: LoadParams, result: Mode
         result.keep(await _complete(host, name, prompt, max_tokens))
 
 
-async def _guarded(host: EngineHost, model: str, load: LoadParams, max_tokens: int) -> dict[str, Any]:
-    """The free prompts with n-gram lookup under the guard: its replies, and what it decided."""
-    guard = SpeculationGuard(host)
-    try:
-        await host.load(model, load)
-        runs = []
-        for _ in range(GUARDED_PASSES):
-            for name, prompt in FREE_PROMPTS:
-                runs.append(await _complete(host, name, prompt, max_tokens))
-        return {"runs": runs, "messages": list(guard.messages)}
-    finally:
-        guard.close()
+async def _free_passes(host: EngineHost, max_tokens: int) -> list[PromptRun]:
+    return [
+        await _complete(host, name, prompt, max_tokens) for _ in range(GUARDED_PASSES) for name, prompt in FREE_PROMPTS
+    ]
+
+
+async def _guarded(host: EngineHost, model: str, load: LoadParams, max_tokens: int, rounds: int) -> dict[str, Any]:
+    """The free prompts with n-gram lookup under a fresh guard, then without speculation, ``rounds`` times: the
+    replies of each, and what the guards decided."""
+    guarded: list[PromptRun] = []
+    plain: list[PromptRun] = []
+    messages: list[str] = []
+    for _ in range(rounds):
+        guard = SpeculationGuard(host)
+        try:
+            await host.load(model, _with(load, "ngram"))
+            guarded += await _free_passes(host, max_tokens)
+            messages += guard.messages
+        finally:
+            guard.close()
+        await host.load(model, _with(load, "off"))
+        plain += await _free_passes(host, max_tokens)
+    return {"runs": guarded, "plain": plain, "messages": messages}
 
 
 async def bench_spec(
@@ -140,7 +152,7 @@ async def bench_spec(
         for _ in range(rounds):
             for result in modes:
                 await _run_mode(host, model, _with(load, result.speculative), result, max_tokens)
-        guarded = await _guarded(host, model, _with(load, "ngram"), max_tokens)
+        guarded = await _guarded(host, model, load, max_tokens, rounds)
     finally:
         await host.close()
     return report(model, load, max_tokens, rounds, modes, guarded)
@@ -163,7 +175,7 @@ def report(
         "rounds": rounds,
         "repacking_off": os.environ.get(NO_REPACK_ENV, "") not in ("", "0"),
         "modes": rows,
-        "guarded_free": _guarded_row(guarded, off),
+        "guarded_free": _guarded_row(guarded),
         "mismatches": mismatches,
         "identical": not mismatches,
         "prompts": {result.mode: {n: asdict(r) for n, r in result.runs.items()} for result in modes},
@@ -199,17 +211,16 @@ def _mismatches(result: ModeResult, off: ModeResult) -> list[dict[str, Any]]:
     return found
 
 
-def _guarded_row(guarded: dict[str, Any], off: ModeResult) -> dict[str, Any]:
-    """The guarded replies' rate against the same tokens at each prompt's rate without speculation."""
+def _guarded_row(guarded: dict[str, Any]) -> dict[str, Any]:
+    """The guarded replies' rate against the same replies' without speculation."""
     runs: list[PromptRun] = guarded["runs"]
-    tokens = sum(r.completion_tokens - 1 for r in runs)
-    seconds = sum(r.decode_seconds for r in runs)
-    off_seconds = sum((r.completion_tokens - 1) / off.runs[r.prompt].decode_tokens_per_s for r in runs)
+    rate, plain_rate = _rate(runs), _rate(guarded["plain"])
     return {
         "replies": len(runs),
         "speculated": sum(1 for r in runs if r.drafted),
-        "decode_tokens_per_s": tokens / seconds if seconds else None,
-        "ratio_vs_off": off_seconds / seconds if seconds else None,
+        "decode_tokens_per_s": rate,
+        "off_decode_tokens_per_s": plain_rate,
+        "ratio_vs_off": rate / plain_rate if rate and plain_rate else None,
         "guard_messages": guarded["messages"],
     }
 
@@ -227,8 +238,9 @@ def report_lines(r: dict[str, Any]) -> list[str]:
                      f"{_num(free['decode_tokens_per_s']):>13}{_ratio(free)}{_share(free)}")  # fmt: skip
     guarded = r["guarded_free"]
     lines.append(
-        f"free writing, n-gram with the guard on: {_num(guarded['decode_tokens_per_s'])} tok/s, "
-        f"{_num(guarded['ratio_vs_off'], 3)}x off ({guarded['speculated']} of {guarded['replies']} replies speculated)"
+        f"free writing, n-gram with the guard on: {_num(guarded['decode_tokens_per_s'])} tok/s vs "
+        f"{_num(guarded['off_decode_tokens_per_s'])} off, {_num(guarded['ratio_vs_off'], 3)}x "
+        f"({guarded['speculated']} of {guarded['replies']} replies speculated)"
     )
     lines += [f"  guard: {message}" for message in guarded["guard_messages"]]
     if r["identical"]:
