@@ -157,3 +157,26 @@ async def test_a_crashed_child_fails_the_replies_in_flight(long_context_gguf):
             await asyncio.wait_for(_text(reply), 60)
     finally:
         await chats.close()
+
+
+@sync
+async def test_a_busy_slot_shares_its_prompt_prefix_with_another_slot(long_context_gguf):
+    chats = await _started(ParallelChats(), 2, 4096, long_context_gguf)
+    system = {"role": "system", "content": "Shared instructions. " * 60}
+    try:
+        busy = chats.stream_chat([system, {"role": "user", "content": "one"}], GREEDY)
+        await until(lambda: busy.id in _decoding(chats), 60)
+        beside = chats.stream_chat([system, {"role": "user", "content": "two"}], SamplingParams(0.0, max_tokens=8))
+        text = await _text(beside)
+        assert beside.slot != busy.slot and beside.cached_tokens > 100  # copied from the busy slot's stream
+        assert beside.stats is not None and beside.stats.completion_tokens == 8 and text
+        assert busy.id in _decoding(chats)  # the copy did not disturb the busy sequence
+        await busy.aclose()
+    finally:
+        await chats.close()
+    fresh = await _started(ParallelChats(), 2, 4096, long_context_gguf)
+    try:
+        again = fresh.stream_chat([system, {"role": "user", "content": "two"}], SamplingParams(0.0, max_tokens=8))
+        assert await _text(again) == text and again.cached_tokens == 0  # the copied cells are the computed ones
+    finally:
+        await fresh.close()
