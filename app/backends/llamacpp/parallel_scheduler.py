@@ -99,6 +99,9 @@ class Scheduler:
         if not rows:
             return
         self.batch.decode(rows)
+        for slot in self.slots:  # a prompt's cells are shareable as soon as they are computed
+            if (running := slot.running) is not None and running.last is None:
+                slot.cached = running.request.tokens[: running.fed]
         for index, running in owners:
             self._sample(running, index)
 
