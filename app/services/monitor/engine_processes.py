@@ -25,13 +25,14 @@ TREE_REFRESH_S = 5.0
 
 
 EMBEDDINGS = "llamacpp-embeddings"  # the engine host's embedding slot: a second llama.cpp worker
+PARALLEL = "llamacpp-parallel"  # the engine host's parallel llama.cpp engine (``serve --parallel N``)
 
 
 @dataclass(frozen=True)
 class EngineTarget:
     """What the sampler should watch for one engine. ``metrics_url`` is a vLLM server's base URL."""
 
-    kind: str  # "llamacpp" | "vllm" | EMBEDDINGS
+    kind: str  # "llamacpp" | "vllm" | EMBEDDINGS | PARALLEL
     label: str
     loaded: bool
     root_pid: int | None = None
@@ -126,8 +127,10 @@ def vllm_target(
 
 def host_targets(host: EngineHost) -> list[EngineTarget]:
     """The engines the host runs, for the monitor: the llama.cpp worker and the vLLM server offered (with its PID
-    when the app started it, so its processes' memory is counted), or the app's server still starting."""
-    targets = [t for t in [llamacpp_target(host.llamacpp), _embedding_target(host)] if t is not None]
+    when the app started it, so its processes' memory is counted), or the app's server still starting; the
+    embedding worker and the parallel llama.cpp engine while they run."""
+    engines = [llamacpp_target(host.llamacpp), _embedding_target(host), _parallel_target(host)]
+    targets = [t for t in engines if t is not None]
     endpoint, server = host.vllm_endpoint, host.vllm_server.server
     if endpoint is not None:
         label = f"vLLM: {endpoint.served_model}"
@@ -145,3 +148,15 @@ def _embedding_target(host: EngineHost) -> EngineTarget | None:
         return None
     name = model_display_name(slot.loaded.info.name, slot.loaded.entry)
     return EngineTarget(EMBEDDINGS, f"llama.cpp embeddings: {name}", True, backend.worker_pid)
+
+
+def _parallel_target(host: EngineHost) -> EngineTarget | None:
+    """The parallel llama.cpp engine while it runs: its process, and its slots' cells as one KV figure (per slot)."""
+    loaded = host.parallel.loaded
+    if loaded is None:
+        return None
+    snapshot = host.parallel.snapshot()
+    cells = {s.slot: s.cells for s in snapshot.slots}
+    kv = KvUsage(snapshot.cells_used, snapshot.cells_total, cells) if snapshot.cells_total else None
+    name = model_display_name(loaded.info.name, loaded.entry)
+    return EngineTarget(PARALLEL, f"llama.cpp parallel ({loaded.slots} slots): {name}", True, snapshot.pid, kv)

@@ -1,4 +1,5 @@
-"""The Monitor page: live GPU/RAM/CPU, the engines' memory and KV cache, charts, alerts and exports.
+"""The Monitor page: live GPU/RAM/CPU, the engines' memory and KV cache, llama.cpp's parallel slots, charts, alerts
+and exports.
 
 A view of the workstation's monitor service, which samples from the window's start-up whether or not this page
 is open: on its first show the page takes the service's samples so far and follows its events; the views are
@@ -31,7 +32,7 @@ from app.core.monitor.snapshot import MonitorSnapshot
 from app.core.monitor.timeseries import MonitorHistory
 from app.core.units import format_bytes
 from app.services.engines.entries import EngineKind
-from app.services.engines.events import EngineEvent, ReplyFigures
+from app.services.engines.events import EngineEvent, ParallelSlotsChanged, ParallelSnapshot, ReplyFigures
 from app.services.monitor.events import (
     AlertsChanged,
     ExporterChanged,
@@ -44,6 +45,7 @@ from app.services.monitor.service import HISTORY_CAPACITY, MonitorService
 from app.services.settings_changes import SettingsChanged
 from app.services.workstation import Workstation
 from app.ui.page import Page
+from app.ui.pages.monitor.parallel_slots import ParallelSlotsView
 from app.ui.pages.monitor.views import (
     AlertList,
     EnginesView,
@@ -76,6 +78,7 @@ class MonitorPanel(Page):
         self.latest: MonitorSnapshot | None = None
         self.alerts: tuple[Alert, ...] = ()
         self.exporter_state = ExporterState()
+        self.parallel = ParallelSnapshot()  # the parallel llama.cpp engine's slots (the engine host's events)
         self._following = False
         self._redraw_pending = False
         self._build()
@@ -95,6 +98,7 @@ class MonitorPanel(Page):
         self.status_label.setObjectName("monitor_status")
         self.system_view = SystemView()
         self.engines_view = EnginesView(self.open_chat)
+        self.slots_view = ParallelSlotsView()
         self.process_table = ProcessTable()
         self.processes_title = section("GPU processes")
         self.alert_list = AlertList()
@@ -115,6 +119,7 @@ class MonitorPanel(Page):
         for widget in (self.system_view, section("Engines")):
             layout.addWidget(widget)
         layout.addWidget(self.engines_view)
+        layout.addWidget(self.slots_view)
         layout.addWidget(section("Charts"))
         layout.addWidget(self.charts_box, 1)
         layout.addWidget(self.processes_title)
@@ -174,10 +179,13 @@ class MonitorPanel(Page):
             self._show_exporter(state.exporter)
             self.follow(self.monitor.subscribe(self._monitor_event))
             self.follow(self.workstation.host.subscribe(self._engine_event))
+            self.parallel = self.workstation.host.parallel.snapshot()
+            self.slots_view.display(self.parallel)
             self._schedule_redraw()
         return spawn(self.monitor.start(), "monitor: start")
 
     def shown_again(self) -> None:
+        self.slots_view.display(self.parallel)
         self._schedule_redraw()
 
     def _monitor_event(self, event: MonitorEvent) -> None:
@@ -193,10 +201,15 @@ class MonitorPanel(Page):
             self._show_exporter(event.state)
 
     def _engine_event(self, event: EngineEvent) -> None:
-        """A llama.cpp reply's speculative figures show until the next reply (vLLM's come from /metrics)."""
+        """A llama.cpp reply's speculative figures show until the next reply (vLLM's come from /metrics); the
+        parallel engine's slots show as they change (drawn at once: a few labels, about twice a second)."""
         if isinstance(event, ReplyFigures) and event.engine is EngineKind.LLAMACPP and event.stats is not None:
             self.engines_view.llama_reply = event.stats
             self._schedule_redraw()
+        elif isinstance(event, ParallelSlotsChanged):
+            self.parallel = event.snapshot
+            if self.isVisible():
+                self.slots_view.display(event.snapshot)
 
     def _show_sampling(self, interval_s: float | None) -> None:
         if interval_s is not None:

@@ -37,7 +37,12 @@ from app.ui.pages.monitor.kv_grid import KvGridWidget
 from app.ui.style.icons import icon, icon_size
 from app.ui.style.theme import SPACE_M, SPACE_S, set_role, tokens
 
-ENGINE_NAMES = {"llamacpp": "llama.cpp", "llamacpp-embeddings": "llama.cpp (embeddings)", "vllm": "vLLM"}
+ENGINE_NAMES = {
+    "llamacpp": "llama.cpp",
+    "llamacpp-embeddings": "llama.cpp (embeddings)",
+    "llamacpp-parallel": "llama.cpp (parallel)",
+    "vllm": "vLLM",
+}
 CPU_NOTE = "RAM and CPU are shown; llama.cpp runs on the CPU"
 NO_ENGINE_TITLE = "No engine running"
 NO_ENGINE_TEXT = (
