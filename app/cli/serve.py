@@ -115,6 +115,7 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
         "against the queued mode (one at a time), same run: aggregate decode tok/s and TTFT p50/p95",
     )
     bench.add_argument("--rounds", type=int, default=2, help="with --concurrency: chats per stream and level")
+    bench.add_argument("--repeats", type=int, default=3, help="with --concurrency: sweeps over the levels (medians)")
     bench.add_argument("--json", action="store_true")
 
 
@@ -279,13 +280,14 @@ def _run_concurrency_bench(args: argparse.Namespace, model: Path, load: LoadPara
 
     from app.devtools import chat_bench, concurrency_bench
 
-    if args.concurrency < 1 or args.rounds < 1:
-        return fail("--concurrency and --rounds must be at least 1.", EXIT_BAD_INPUT)
+    if args.concurrency < 1 or args.rounds < 1 or args.repeats < 1:
+        return fail("--concurrency, --rounds and --repeats must be at least 1.", EXIT_BAD_INPUT)
     no_repack = args.no_repack or chat_bench.repacking_off_here()
     try:
         report = concurrency_bench.bench_concurrency(
-            model, load, slots=args.concurrency, max_tokens=args.max_tokens, rounds=args.rounds, no_repack=no_repack
-        )
+            model, load, slots=args.concurrency, max_tokens=args.max_tokens, rounds=args.rounds,
+            no_repack=no_repack, repeats=args.repeats,
+        )  # fmt: skip
     except (RuntimeError, OSError) as exc:
         return fail(str(exc))
     except KeyboardInterrupt:

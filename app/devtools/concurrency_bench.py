@@ -3,7 +3,8 @@ model, parallel (``serve --parallel N``: continuous batching) against queued (``
 in the same run.
 
 For each level (1, 2, 4, 8 streams, up to 2 × N), ``clients`` closed-loop clients each stream ``rounds`` chats one
-after the other; the two servers take turns level by level, so drift on the machine hits both alike. Aggregate
+after the other; the two servers take turns level by level, so drift on the machine hits both alike, and the whole
+sweep runs ``repeats`` times (each level's median tok/s is reported, TTFT percentiles pooled over the sweeps). Aggregate
 decode tok/s: completion tokens over the level's wall time (first request sent to last reply ended). TTFT: per
 request, from sending it to its first content token (a queued request's wait included), p50 and p95.
 """
@@ -98,9 +99,10 @@ async def run_level(url: str, model: str, streams: int, rounds: int, max_tokens:
 
 
 def bench_concurrency(
-    model: Path, load: LoadParams, *, slots: int, max_tokens: int, rounds: int, no_repack: bool
+    model: Path, load: LoadParams, *, slots: int, max_tokens: int, rounds: int, no_repack: bool, repeats: int = 1
 ) -> dict[str, Any]:
-    """The curve of both modes, measured level by level in turn; ``slots``: the parallel server's N."""
+    """The curve of both modes, measured level by level in turn, the whole sweep ``repeats`` times (each level's
+    median is reported: a busy machine's bursts hit one sweep, not all); ``slots``: the parallel server's N."""
     from app.devtools.serve_bench import model_id, start_api_server
 
     homes = {mode: Path(tempfile.mkdtemp(prefix=f"llmw-bench-conc-{mode}-")) for mode in ("parallel", "queued")}
@@ -116,10 +118,11 @@ def bench_concurrency(
         name = model_id(servers["parallel"].url, model)
         for server in servers.values():  # warm-up: loads the model, fills caches
             asyncio.run(run_level(server.url, name, min(2, slots), 1, 8, 10_000))
-        for streams in levels:
-            for mode, server in servers.items():
-                level = asyncio.run(run_level(server.url, name, streams, rounds, max_tokens, streams * 1000))
-                curves[mode].append(level)
+        for sweep in range(repeats):
+            for streams in levels:
+                for mode, server in servers.items():
+                    offset = sweep * 100_000 + streams * 1000
+                    curves[mode].append(asyncio.run(run_level(server.url, name, streams, rounds, max_tokens, offset)))
     finally:
         for mode, server in servers.items():
             server.stop()
@@ -133,20 +136,34 @@ def _report(
     report: dict[str, Any] = {
         "model": str(model), "n_ctx_per_request": load.n_ctx, "n_threads": load.n_threads, "slots": slots,
         "max_tokens": max_tokens, "rounds": rounds,
-        "curves": {mode: [level.summary() for level in levels] for mode, levels in curves.items()},
+        "curves": {mode: _curve(levels) for mode, levels in curves.items()},
+        "sweeps": {mode: [level.summary() for level in levels] for mode, levels in curves.items()},
     }  # fmt: skip
-    for mode, levels in curves.items():
-        by = {level.streams: level.tokens_per_s for level in levels}
+    for mode, curve in report["curves"].items():
+        by = {level["streams"]: level["tokens_per_s"] for level in curve}
         if by.get(1) and 4 in by:
             report[f"{mode}_4_vs_1"] = by[4] / by[1]
     return report
+
+
+def _curve(levels: list[Level]) -> list[dict[str, Any]]:
+    """One entry per stream count: the median tok/s over the sweeps, TTFT percentiles over all their requests."""
+    curve = []
+    for streams in sorted({level.streams for level in levels}):
+        runs = [level for level in levels if level.streams == streams]
+        pooled = Level(streams, ttft_ms=[t for level in runs for t in level.ttft_ms])
+        pooled.failures = sum(level.failures for level in runs)
+        rates = [level.tokens_per_s for level in runs]
+        curve.append({**pooled.summary(), "tokens_per_s": statistics.median(rates), "sweeps_tokens_per_s": rates})
+    return curve
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
     lines = [
         f"model {Path(report['model']).name}  context {report['n_ctx_per_request']} per request  threads "
         f"{report['n_threads']}  parallel slots {report['slots']}  max_tokens {report['max_tokens']}  "
-        f"{report['rounds']} chats per stream",
+        f"{report['rounds']} chats per stream, {len(report['curves']['parallel'][0]['sweeps_tokens_per_s'])} sweeps "
+        "(medians)",
         f"{'streams':>7} | {'parallel tok/s':>14} {'TTFT p50':>9} {'p95':>8} | {'queued tok/s':>12} {'TTFT p50':>9} "
         f"{'p95':>8} | {'par/queued':>10}",
     ]
