@@ -174,6 +174,7 @@ async def _serve(config: ServerConfig, folders: list[Path], vllm_url: str | None
         print(f"OpenAI clients: base_url {url}/v1 · Anthropic clients: base_url {url} · Ctrl-C or SIGTERM stops.",
               file=sys.stderr, flush=True)  # fmt: skip
         print(_context_line(config, workstation.settings.load.n_ctx), file=sys.stderr, flush=True)
+        print(_parallel_line(config.n_parallel), file=sys.stderr, flush=True)
         if not is_loopback(config.host):
             print(f"Listening on {config.host}: other machines can reach this server; they must send the API key.",
                   file=sys.stderr, flush=True)  # fmt: skip
@@ -204,6 +205,15 @@ def _parallel(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"at least 1 request at a time (1: one at a time), not {value}")
     return value
+
+
+def _parallel_line(n_parallel: int | None) -> str:
+    if n_parallel is None:
+        return ("llama.cpp: one request at a time per model, unless the model's Parallel sequences setting says more "
+                "(--parallel N runs up to N at once).")  # fmt: skip
+    if n_parallel == 0:
+        return "llama.cpp: as many requests at once per model as fit by the memory estimate, up to 4 (--parallel auto)."
+    return f"llama.cpp: up to {n_parallel} requests at once per model, each with its full context (--parallel)."
 
 
 def _context_line(config: ServerConfig, default_ctx: int) -> str:

@@ -148,6 +148,7 @@ def test_serve_parallel_runs_llama_cpp_requests_side_by_side(tmp_path):
     code, err = _one_request(_serve("--port", "0", "--models-dir", str(tmp_path), "--parallel", "2", "--ctx", "1024",
                                     "--log-level", "INFO"), "served-model")  # fmt: skip
     assert code == 0, err[-3000:]
+    assert "up to 2 requests at once per model, each with its full context (--parallel)" in err  # the banner
     assert "loaded for 2 sequences × 1,024 tokens" in err  # the parallel engine, each sequence its full context
 
 
