@@ -150,3 +150,12 @@ def test_auto_runs_as_many_as_fit_up_to_four(tmp_path):
         reply = harness.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
         assert reply.usage is not None and reply.usage.completion_tokens == 2
         assert len(_snapshot(harness).slots) == 4
+
+
+def test_the_idle_time_unloads_the_parallel_engine(tmp_path):
+    write_tiny_gguf(tmp_path / "tiny-8k.gguf", context_length=8192, name="tiny-8k", never_eos=True)
+    with ApiHarness(tmp_path, ServerConfig(port=0, n_parallel=2, n_ctx=1024, idle_ttl_s=0)) as harness:
+        harness.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
+        assert harness.wait_for(lambda: _snapshot(harness).entry is None)  # unloaded: its memory is free
+        reply = harness.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
+        assert reply.usage is not None and reply.usage.completion_tokens == 2  # and loaded again when asked

@@ -200,7 +200,11 @@ class ModelRouter:
                 raise _load_error(model, exc) from exc
             turn = ParallelTurn(self._host, model.engine, model.entry, use.load.info, use.loaded_here, use.load_ms,
                                 use=use, client=client, label=label)  # fmt: skip
-            yield Lease(model, turn, f"loaded for {slots} parallel requests" if use.loaded_here else None)
+            try:
+                yield Lease(model, turn, f"loaded for {slots} parallel requests" if use.loaded_here else None)
+            finally:
+                if self.idle_ttl_s is not None:  # the server's idle time; a later request cancels it
+                    self._host.parallel.unload_after(self.idle_ttl_s)
 
     @contextlib.asynccontextmanager
     async def _turn(

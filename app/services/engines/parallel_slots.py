@@ -73,6 +73,8 @@ class ParallelSlots:
         self._idle.set()
         self._load_lock = asyncio.Lock()
         self._who: dict[int, tuple[str | None, str | None]] = {}  # reply id → (client, request label)
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expiring: set[asyncio.Task[None]] = set()
 
     @property
     def loaded(self) -> ParallelLoad | None:
@@ -93,6 +95,7 @@ class ParallelSlots:
         """Hold the engine with ``entry`` loaded for ``slots`` sequences of ``params.n_ctx`` tokens each (loaded
         now if another load is there: after the requests on it end). Raises InvalidInputError when N × context
         will not fit, ModelLoadError-like ``ParallelEngineError`` when the child cannot start."""
+        self._cancel_expiry()
         async with self._load_lock:
             held = self.loaded
             if held is not None and held.entry == entry and held.params == params and held.slots == slots:
@@ -138,7 +141,31 @@ class ParallelSlots:
             return ParallelSnapshot()
         return self._snapshot(loaded, self._chats.report)
 
+    def unload_after(self, idle_s: float) -> None:
+        """Unload the model ``idle_s`` seconds from now unless a request comes first (the server's idle TTL)."""
+        self._cancel_expiry()
+        loop = asyncio.get_running_loop()
+        self._expiry = loop.call_later(max(idle_s, 0.0), self._expire_soon)
+
+    def _expire_soon(self) -> None:
+        self._expiry = None
+        task = asyncio.get_running_loop().create_task(self._expire())
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
+
+    async def _expire(self) -> None:
+        if self._users or self._chats.in_flight or self.loaded is None:
+            return
+        log.info("parallel llama.cpp engine: unloading %s after its idle time", self.loaded.info.name)
+        await self.close()
+
+    def _cancel_expiry(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
     async def close(self) -> None:
+        self._cancel_expiry()
         await self._chats.close()
         self._loaded = None
         self._emit(ParallelSlotsChanged(EngineKind.LLAMACPP, ParallelSnapshot()))
