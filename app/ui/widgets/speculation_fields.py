@@ -4,7 +4,7 @@ Speculative decoding is Off, N-gram lookup (no second model) or a Draft model fr
 lists the library's GGUFs that can draft for the model first; the others are disabled with the failed check's
 words as their tooltip (``app.core.gguf.draft_compat``). The headers are read off the Qt thread; projector files
 are never listed. Values travel as ``LoadParams.speculative`` ("off" | "ngram" | "draft:<path>") and
-``LoadParams.n_parallel`` (None: automatic).
+``LoadParams.n_parallel`` (None: one at a time, unless ``serve --parallel auto`` picks N from the estimate).
 """
 
 from __future__ import annotations
@@ -72,10 +72,11 @@ class SpeculationFields(QObject):
         self.n_parallel = QSpinBox()
         self.n_parallel.setObjectName("n_parallel")
         self.n_parallel.setRange(0, MAX_PARALLEL)
-        self.n_parallel.setSpecialValueText("automatic")
+        self.n_parallel.setSpecialValueText("one at a time")
         self.n_parallel.setToolTip(
-            "Replies llama.cpp generates at once (each with the full context); automatic: chosen from the memory "
-            "estimate."
+            "Requests the local API server answers at once on this model, each with its full context (continuous "
+            "batching; the memory estimate refuses what does not fit). `serve --parallel N|auto` overrides it; "
+            "chats in this window run one at a time."
         )
         self.mode.currentIndexChanged.connect(self._mode_changed)
         self.draft.currentIndexChanged.connect(self._draft_changed)
