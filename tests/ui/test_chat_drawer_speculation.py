@@ -1,10 +1,12 @@
 """Speculative decoding and parallel sequences per model, in the chat drawer: the draft picker lists the library's
 GGUFs that can draft (checked off the Qt thread), the others disabled with the failed check's words, projector
-files never; the choice is saved with the model's settings; a reply's figures show the acceptance rate."""
+files never; the choice is saved with the model's settings; a reply's figures show the acceptance rate and, once
+the model has replied without speculation, the speed-up."""
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
@@ -12,7 +14,7 @@ from PySide6.QtWidgets import QFormLayout, QWidget
 
 from app.core.chat.conversation import Message, ReplyStats, Role
 from app.core.params import LoadParams
-from app.ui.pages.chat.message_item import figures
+from app.ui.pages.chat.message_item import ItemState, figures, item_key
 from app.ui.widgets.speculation_fields import NO_DRAFTS, SpeculationFields
 from tests.support.gguf_factory import write_tiny_gguf
 from tests.support.waiting import until
@@ -109,6 +111,22 @@ def test_reply_figures_show_the_acceptance_rate() -> None:
     assert "speculative decoding (n-gram lookup): 50 of 80 drafted tokens accepted" in tip
     plain, _tip = figures(Message(Role.ASSISTANT, "hi", stats=ReplyStats(completion_tokens=9)))
     assert "accepted" not in plain
+
+
+def test_reply_figures_show_the_speed_up_once_it_is_known() -> None:
+    unknown = ReplyStats(completion_tokens=90, decode_tokens_per_s=120.0, spec_mode="ngram", spec_drafted=80,
+                         spec_accepted=50)  # fmt: skip
+    known = replace(unknown, spec_speedup=1.8)
+    short, tip = figures(Message(Role.ASSISTANT, "hi", stats=known))
+    assert short == "90 tokens · 120.0 tok/s · 62% accepted · 1.8× vs off"
+    assert "1.80× as fast as the median of this model's replies without it" in tip
+    assert "vs off" not in figures(Message(Role.ASSISTANT, "hi", stats=unknown))[0]
+    nothing = replace(known, spec_drafted=0, spec_accepted=0)
+    assert figures(Message(Role.ASSISTANT, "hi", stats=nothing))[0].endswith("nothing drafted · 1.8× vs off")
+    state = ItemState()  # the speed-up is part of what an item shows: it is redrawn when it changes
+    assert item_key(Message(Role.ASSISTANT, "hi", stats=unknown), state) != item_key(
+        Message(Role.ASSISTANT, "hi", stats=known), state
+    )
 
 
 def test_the_library_edits_speculation_and_parallel_for_a_model(qloop, make_library, tmp_path, tiny_gguf) -> None:  # noqa: F811

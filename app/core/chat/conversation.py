@@ -45,6 +45,8 @@ class ReplyStats:
     spec_mode: str | None = None  # speculative decoding used for the reply ("ngram", "draft"); None: none
     spec_drafted: int = 0  # draft tokens proposed
     spec_accepted: int = 0  # draft tokens the model accepted (acceptance = accepted / drafted)
+    # a speculative reply's decode tok/s over the median of this model's replies without it (None: no such reply yet)
+    spec_speedup: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

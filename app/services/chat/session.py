@@ -118,6 +118,8 @@ class ChatSession:
         # OpenAI's tool_choice for each round of a reply (0, 1, …): "auto" lets the model decide; "required" forces
         # a call (a grammar on llama.cpp), e.g. the first round of a task that needs a tool
         self.tool_choice: Callable[[int], str] = lambda _round: "auto"
+        # a speculative reply's speed-up over the model's replies without it (the workstation's speculation guard)
+        self.spec_speedup: Callable[[ReplyStats], float | None] = lambda _stats: None
         self._replying: Message | None = None  # the reply whose tool calls are being settled
         self._settling: asyncio.Task[None] | None = None
         self._stopped = False
@@ -406,6 +408,11 @@ class ChatSession:
         if conversation.id is not None:
             await self.store.set_tools(conversation.id, conversation.tools)
 
+    def _with_speedup(self, stats: ReplyStats | None) -> ReplyStats | None:
+        if stats is None or stats.spec_mode is None:
+            return stats
+        return replace(stats, spec_speedup=self.spec_speedup(stats))
+
     def _new_reply(self, sampling: SamplingParams) -> Message:
         engine = self.host.engine(self.engine)
         model = engine.model if engine is not None else None
@@ -443,7 +450,7 @@ class ChatSession:
                     saving = asyncio.ensure_future(self.store.update_message(reply))
                     last_save = time.monotonic()
             reader.finish(cut=stream.stats is not None and stream.stats.finish_reason == "length")
-            stats = reply.stats = reader.stats(stream.stats)
+            stats = reply.stats = self._with_speedup(reader.stats(stream.stats))
             stopped = stats is not None and stats.finish_reason == "stopped"
             reply.status = MessageStatus.STOPPED if stopped else MessageStatus.COMPLETE
             cut = stats is not None and stats.finish_reason == "length" and reader.last_call_cut

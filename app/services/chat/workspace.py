@@ -93,6 +93,7 @@ class ChatWorkspace:
         )  # fmt: skip
         session.observer = self._observer_factory(session)
         session.thinking = self.thinking_choice
+        session.spec_speedup = self.workstation.spec_guard.speed_up
         return session
 
     # --- which chats are generating ---------------------------------------------------------------------------

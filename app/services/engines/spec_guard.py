@@ -76,6 +76,12 @@ class ModelEvidence:
             return None
         return statistics.median(self.with_spec) / statistics.median(self.without)
 
+    def speed_up(self, tokens_per_s: float) -> float | None:
+        """A speculative reply's tok/s over the median plain tok/s; None until a reply without speculation counted."""
+        if not self.without:
+            return None
+        return tokens_per_s / statistics.median(self.without)
+
     def hurts(self) -> bool:
         ratio = self.ratio()
         return ratio is not None and ratio < self.policy.slower_than
@@ -131,6 +137,14 @@ class SpeculationGuard:
             self._loaded = None
         elif isinstance(event, ReplyFigures) and self._loaded is not None:
             self._on_reply(event.stats)
+
+    def speed_up(self, stats: ReplyStats | None) -> float | None:
+        """A speculative reply of the loaded model: its decode tok/s over the median of this model's replies without
+        speculation in this session (None for a plain reply, or until there is such a reply)."""
+        if stats is None or stats.spec_mode is None or stats.decode_tokens_per_s is None or self._loaded is None:
+            return None
+        evidence = self.evidence.get(self._loaded[0])
+        return evidence.speed_up(stats.decode_tokens_per_s) if evidence is not None else None
 
     def _on_loaded(self, event: ModelLoaded) -> None:
         try:
