@@ -187,3 +187,37 @@ def test_ngram_chosen_in_the_drawer_reaches_the_reply_figures(qtbot, qloop, make
 def _engine_loaded_with_ngram(panel) -> bool:
     params = panel.workspace.loaded_params()
     return params is not None and params.speculative == "ngram"
+
+
+def test_a_chosen_draft_joins_the_librarys_estimate(qloop, make_library, tmp_path, tiny_gguf) -> None:  # noqa: F811
+    """Choosing a draft model in the Library grows the estimate and the fit verdict by the draft's memory (its header
+    read off the Qt thread); back to off, they shrink again; a saved draft is in the estimate when the model is
+    chosen again."""
+    files = library(tmp_path / "models", tiny_gguf)
+
+    async def scenario():
+        panel = await make_library([tmp_path / "models"])
+        entry, estimator = str(files["model"]), panel.estimator
+        panel.select_path(entry)
+        box, fields = panel.defaults_box, panel.defaults_box.speculation
+        await until(lambda: box.current is not None and fields.draft.count() > 0 and estimator.verdict is not None, 30)
+        alone, verdict = estimator.estimate, estimator.verdict
+        assert alone is not None and alone.draft_bytes == 0
+        fields.mode.setCurrentIndex(fields.mode.findData("draft"))
+        assert fields.speculative() == f"draft:{files['draft']}"
+        await until(lambda: estimator.estimate is not None and estimator.estimate.draft_bytes > 0, 30)
+        assert estimator.estimate.total_bytes == alone.total_bytes + estimator.estimate.draft_bytes
+        assert estimator.verdict is not None and estimator.verdict.needed_bytes > verdict.needed_bytes
+        assert "Includes the draft model" in estimator.verdict_label.text()
+        with_draft = estimator.estimate.total_bytes
+        fields.mode.setCurrentIndex(fields.mode.findData("off"))
+        assert estimator.estimate.total_bytes == alone.total_bytes and estimator.draft is None
+        fields.mode.setCurrentIndex(fields.mode.findData("draft"))
+        await box.save()
+        panel.select_path(str(files["draft"]))
+        await until(lambda: box.entry == str(files["draft"]) and box.current is not None, 30)
+        assert estimator.draft is None  # the draft itself speculates with nothing
+        panel.select_path(entry)
+        await until(lambda: estimator.estimate is not None and estimator.estimate.total_bytes == with_draft, 30)
+
+    qloop.run_until_complete(scenario())

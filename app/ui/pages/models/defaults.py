@@ -12,6 +12,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QSpinBox, QVBoxLayout, QWidget
 
 from app.core.params import LoadParams, SamplingParams
@@ -29,7 +30,11 @@ USING_DEFAULTS = "Uses the app's defaults (Settings) until you save values for t
 
 
 class ModelDefaultsBox(QWidget):
-    """``set_entry(path)`` shows that model's defaults; Save keeps the form's values for it, Reset forgets them."""
+    """``set_entry(path)`` shows that model's defaults; Save keeps the form's values for it, Reset forgets them.
+    ``speculative_changed`` carries the form's speculative decoding (``"off"``, ``"ngram"``, ``"draft:<path>"``) when
+    a model's values are shown and on every edit (the Library's estimate adds the draft's memory)."""
+
+    speculative_changed = Signal(str)
 
     def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -58,6 +63,7 @@ class ModelDefaultsBox(QWidget):
         self.max_tokens.setSuffix(" tokens")
         self.max_tokens.setGroupSeparatorShown(True)  # 4,096 as everywhere else
         self.speculation = SpeculationFields(self)  # speculative decoding (drafts from the library) and parallel
+        self.speculation.changed.connect(self._speculation_edited)
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         form.addRow("Context", self.context_size)
@@ -132,6 +138,10 @@ class ModelDefaultsBox(QWidget):
         self.top_p.setValue(sampling.top_p)
         self.max_tokens.setValue(sampling.max_tokens or 0)
         self.speculation.set_values(load.speculative, load.n_parallel)
+        self.speculative_changed.emit(self.speculation.speculative())
+
+    def _speculation_edited(self) -> None:
+        self.speculative_changed.emit(self.speculation.speculative())
 
     @staticmethod
     def _describe(settings: ModelSettings, saved: bool, problem: str | None) -> str:

@@ -46,6 +46,7 @@ class ModelEstimator(QWidget):
         self.setObjectName("model_estimator")
         self.header: GgufHeader | None = None
         self.projector_bytes = 0  # the vision projector loaded with the model
+        self.draft: GgufHeader | None = None  # the draft model it speculates with (its memory joins the estimate)
         self.machine: MachineMemory | None = None
         self.estimate: MemoryEstimate | None = None
         self.verdict: FitVerdict | None = None
@@ -102,7 +103,14 @@ class ModelEstimator(QWidget):
             flash_attn=self.flash_attn.isChecked(),
             cpu_amx=self.machine is not None and self.machine.cpu_amx,
             projector_bytes=self.projector_bytes,
+            draft=self.draft,
         )
+
+    def set_draft(self, draft: GgufHeader | None) -> None:
+        """The header (already read) of the draft model the chosen model speculates with; None: no draft."""
+        if draft is not self.draft:
+            self.draft = draft
+            self.recompute()
 
     def set_header(self, header: GgufHeader | None, projector_bytes: int = 0) -> None:
         """A GGUF's header (already read) to estimate for, with its vision projector's size when it has one;
@@ -193,7 +201,10 @@ class ModelEstimator(QWidget):
         # The verdict itself is the pane's one fit line (short_verdict); here only what that line leaves out.
         has_gpu = self.machine is not None and bool(self.machine.gpu_free_bytes)
         gpu_bytes = self.estimate.gpu_bytes if self.estimate is not None else 0
-        details = " ".join(part for part in (verdict_details(verdict, gpu_bytes, has_gpu), projector.strip()) if part)
+        draft_bytes = self.estimate.draft_bytes if self.estimate is not None else 0
+        draft = f"Includes the draft model ({format_bytes(draft_bytes)})." if draft_bytes else ""
+        parts = (verdict_details(verdict, gpu_bytes, has_gpu), projector.strip(), draft)
+        details = " ".join(part for part in parts if part)
         self.verdict_label.setText(html.escape(details))
         palette = self.palette()
         set_text_color(

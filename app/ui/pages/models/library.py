@@ -33,6 +33,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.load_checks import draft_header
+from app.core.params import LoadParams
+from app.core.speculative import DRAFT_PREFIX
 from app.core.units import format_bytes
 from app.services.engines.entries import EngineKind
 from app.services.engines.events import EngineEvent, ModelLoaded, ModelUnloaded
@@ -241,6 +244,7 @@ class ModelsPanel(Page):
         delegate = self.table.itemDelegateForColumn(ACTION)
         delegate.clicked.connect(self._row_action)  # type: ignore[attr-defined]
         self.estimator.verdict_changed.connect(self._show_fit)
+        self.defaults_box.speculative_changed.connect(self._speculation_chosen)
 
     def _style(self) -> None:
         set_text_color(self.problems_label, error_color(self.palette()))
@@ -413,6 +417,7 @@ class ModelsPanel(Page):
         self.details = None
         self.metadata_view.setPlainText("")
         self.template_view.setPlainText("")
+        self.estimator.set_draft(None)
         self.estimator.set_header(None)
         self.facts.set_facts([])
         self.fits_label.setText("")
@@ -457,6 +462,21 @@ class ModelsPanel(Page):
         self.template_view.setPlainText(details.chat_template or "This model has no chat template in its metadata.")
         self.estimator.set_header(details.header, entry.projector_bytes if entry.vision else 0)
         self.estimate_section.setVisible(details.header is not None)
+
+    def _speculation_chosen(self, speculative: str) -> None:
+        """The model's speculative decoding, shown or edited: a draft model's header is read off the Qt thread and
+        joins the estimate."""
+        entry = self.defaults_box.entry
+        if entry is None or not speculative.startswith(DRAFT_PREFIX):
+            self.estimator.set_draft(None)
+        elif loop_running():
+            spawn(self._read_draft(entry, speculative), "models: read the draft's header")
+
+    async def _read_draft(self, entry: str, speculative: str) -> None:
+        params = LoadParams(speculative=speculative)
+        header = await asyncio.get_running_loop().run_in_executor(None, draft_header, params)
+        if self.defaults_box.entry == entry and self.defaults_box.speculation.speculative() == speculative:
+            self.estimator.set_draft(header)  # still the model and draft chosen
 
     def _show_fit(self, verdict: object) -> None:
         """The summary's one-line verdict, from the estimator (it follows the estimator's settings)."""
