@@ -114,7 +114,7 @@ def _rendered(llm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any], 
     return probe.prompt
 
 
-class _StandIn:
+class StandIn:
     """The model, as the chat handler sees it (every attribute but the ones overridden is the model's);
     ``handler`` replaces the model's chat handler."""
 
@@ -139,7 +139,7 @@ class _StandIn:
         return handler(llama=self, messages=messages, **kwargs)
 
 
-class _Steered(_StandIn):
+class _Steered(StandIn):
     """The model whose completions are the app's: its grammar, its stops, its token loop."""
 
     def __init__(
@@ -158,7 +158,7 @@ class _Steered(_StandIn):
         return self._loop.chunks(prompt, stops, **{**kwargs, "grammar": self._grammar})
 
 
-class _Rendering(_StandIn):
+class _Rendering(StandIn):
     def __init__(self, llm: Any, handler: Any = None) -> None:
         super().__init__(llm, handler)
         self.prompt: list[int] = []

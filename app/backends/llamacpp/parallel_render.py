@@ -74,28 +74,13 @@ class Renderer:
         return bool(self._l.llama_vocab_is_eog(self.vocab, token))
 
 
-class _Capture:
+class _Capture(generation.StandIn):
     """The model as the chat handler sees it; its completion records the prompt and the stops, and is empty."""
 
     def __init__(self, llm: Any, handler: Any) -> None:
-        self._llm = llm
-        self.chat_handler = handler or llm.chat_handler
+        super().__init__(llm, handler)
         self.prompt: list[int] = []
         self.stop: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._llm, name)
-
-    def create_chat_completion(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
-        from llama_cpp import llama_chat_format
-
-        llm = self._llm
-        handler: Any = (
-            self.chat_handler
-            or llm._chat_handlers.get(llm.chat_format)
-            or llama_chat_format.get_chat_completion_handler(llm.chat_format)
-        )
-        return handler(llama=self, messages=messages, **kwargs)
 
     def create_completion(self, prompt: Any, **kwargs: Any) -> Any:
         self.prompt = list(prompt) if not isinstance(prompt, str) else self._llm.tokenize(prompt.encode(), special=True)
