@@ -59,7 +59,8 @@ def test_sigterm_while_a_reply_streams_keeps_it_saved_as_stopped(
         window = await make_window()
         panel = window.chat_panel
         await _load(panel, long_context_gguf)
-        panel.sampling.set_params(SamplingParams(max_tokens=2000, temperature=0.0))  # still writing when it lands
+        # the whole context: still writing when the SIGTERM lands, even with both cores busy (2,000 were not)
+        panel.sampling.set_params(SamplingParams(max_tokens=4000, temperature=0.0))
         _send(qtbot, panel, "a question")
         await _streamed_text(panel)
         chat_id = panel.session.conversation.id
