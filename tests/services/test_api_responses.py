@@ -51,7 +51,7 @@ def literal(text: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
     folder = tmp_path_factory.mktemp("responses-models")
-    write_tiny_gguf(folder / "tiny-chat.gguf", name="tiny-chat")
+    write_tiny_gguf(folder / "tiny-chat.gguf", name="tiny-chat", never_eos=True)
     write_tiny_gguf(folder / "tiny-tools.gguf", name="tiny-tools", chat_template=HERMES_TOOLS_TEMPLATE)
     write_tiny_gguf(folder / "tiny-think.gguf", name="tiny-think", chat_template=THINK_TEMPLATE)
     with ApiHarness(folder, ServerConfig(port=0)) as harness:
@@ -60,7 +60,7 @@ def api(tmp_path_factory):
 
 # --- plain ------------------------------------------------------------------------------------------------------
 def test_a_response_cut_at_max_output_tokens_is_incomplete_with_its_usage(api):
-    response = api.openai().responses.create(model="tiny-chat", input="hello there", max_output_tokens=5,
+    response = api.openai().responses.create(model="tiny-chat", input="hello there", max_output_tokens=5, temperature=0,
                                              metadata={"run": "1"}, user="u-1")  # fmt: skip
     assert response.id.startswith("resp_") and response.object == "response" and response.model == "tiny-chat"
     assert response.status == "incomplete" and response.incomplete_details.reason == "max_output_tokens"
@@ -117,7 +117,9 @@ def test_an_assistant_turn_in_the_input_is_part_of_the_conversation(api):
 
 # --- streamed -------------------------------------------------------------------------------------------------------
 def test_a_stream_sends_the_events_in_openais_order(api):
-    stream = api.openai().responses.create(model="tiny-chat", input="hi", stream=True, max_output_tokens=6)
+    stream = api.openai().responses.create(
+        model="tiny-chat", input="hi", stream=True, max_output_tokens=6, temperature=0
+    )
     events = list(stream)
     kinds = [e.type for e in events]
     assert [e.sequence_number for e in events] == list(range(len(events)))

@@ -169,7 +169,9 @@ def test_a_broken_stored_file_is_not_stored_and_the_server_goes_on(models, tmp_p
             assert api.http().get(f"/v1/responses/{broken}").status_code == 404
         with pytest.raises(openai.BadRequestError):
             api.openai().responses.create(**ASK, input="hi", previous_response_id="resp_broken")
-        assert api.openai().responses.create(**ASK, input="hi").status == "incomplete"
+        made = api.openai().responses.create(**ASK, input="hi")  # the tiny model may end before its 3 tokens
+        assert made.status in {"completed", "incomplete"} and made.output
+        assert api.openai().responses.retrieve(made.id).id == made.id
     assert "taken as not stored" in caplog.text
 
 
