@@ -26,7 +26,7 @@ async def fit_prompt(
     """The prompt to send and what to record in the reply's settings; raises ``ContextFullError``."""
     prompt = conversation.prompt_messages()
     engine = host.engine(kind)
-    model = engine.model if engine is not None else None
+    model = host.model_info(kind)  # the parallel engine's load when the chats run there
     if model is None or not model.n_ctx:
         return prompt, {}
     limit = model.n_ctx - reply_room(model.n_ctx, sampling.max_tokens)

@@ -42,6 +42,7 @@ from app.services.chat.context_fit import fit_prompt, record_fit
 from app.services.chat.history import AsyncConversationStore
 from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
+from app.services.engines.parallel_replies import ParallelReplyStream
 from app.services.engines.replies import ReplyStream
 
 if TYPE_CHECKING:  # the reply reader (parser, thinking) and the tool loop (MCP) load with the first reply
@@ -68,7 +69,8 @@ class ChatObserver:
     def reply_started(self, message: Message) -> None: ...
 
     def reply_queued(self, replies_ahead: int) -> None:
-        """The engine runs one reply at a time and others are ahead of this one; it starts when they end."""
+        """The engine runs one reply at a time and others are ahead of this one, or (the parallel llama.cpp
+        engine) all its N slots are busy and this one is ``replies_ahead``-th in its queue; it starts when they end."""
 
     def reply_delta(self, text: str) -> None:
         """More of the reply's answer."""
@@ -109,7 +111,7 @@ class ChatSession:
         self.observer = observer or ChatObserver()
         self.conversation: Conversation | None = None
         self.generating = False
-        self._stream: ReplyStream | None = None
+        self._stream: ReplyStream | ParallelReplyStream | None = None
         self._reader: message_reply.MessageReply | None = None
         # thinking on/off and effort (the chat workspace gives the loaded model's saved choice); sent where offered
         self.thinking: Callable[[], ThinkingChoice] = ThinkingChoice
@@ -414,8 +416,7 @@ class ChatSession:
         return replace(stats, spec_speedup=self.spec_speedup(stats))
 
     def _new_reply(self, sampling: SamplingParams) -> Message:
-        engine = self.host.engine(self.engine)
-        model = engine.model if engine is not None else None
+        model = self.host.model_info(self.engine)
         settings = {**sampling.to_dict(), "n_ctx": model.n_ctx if model else None}
         return Message(
             Role.ASSISTANT, "", MessageStatus.STREAMING, model=model.name if model else None,
@@ -439,6 +440,7 @@ class ChatSession:
             if not facts.reads_image_files:  # else the engine reads the attached files itself
                 prompt = await inline_images(prompt)
             stream = self._stream = self.host.stream_chat(self.engine, prompt, sampling, options)
+            stream.on_queued = self.observer.reply_queued  # a parallel engine's queue: known once it is sent
             if self._stopped:  # Stop came while the prompt was being prepared (or waited for its turn)
                 stream.stop()
             if stream.waiting:

@@ -106,8 +106,9 @@ class ChatWorkspace:
         return any(s.generating for s in sessions)
 
     def park_generating(self) -> bool:
-        """Let the chat on screen keep generating in the background (engines that run several replies at once);
-        False when it is generating on an engine that cannot."""
+        """Let the chat on screen keep generating in the background (engines that run several replies at once, and
+        llama.cpp while the chats' model runs on its parallel engine); False when it is generating on an engine
+        that cannot."""
         session = self.session
         if session is None or not session.generating:
             return True
@@ -191,8 +192,8 @@ class ChatWorkspace:
 
     @property
     def model(self) -> ModelInfo | None:
-        engine = self.host.engine(self.engine)
-        return engine.model if engine is not None else None
+        """The model the chats run on (the parallel engine's load when its setting runs them side by side)."""
+        return self.host.model_info(self.engine)
 
     async def load(self, entry: str, params: LoadParams | None = None) -> LoadOutcome:
         """Load ``entry`` for the chats, on its engine; the previous engine's model is unloaded when the chat moves

@@ -14,6 +14,13 @@ Embeddings: a llama.cpp model loaded for chat answers them on its own context (n
 chat model asked for vectors while another is loaded, goes to the embedding slot — a second llama.cpp worker with
 its own line, beside the engine's model — when the memory estimate says it fits (``embeds_beside``, ``use_beside``;
 ``embedding_slot``); otherwise it takes the engine's model's place, as before.
+
+Parallel chats: a llama.cpp model whose setting is N > 1 (``LoadParams.n_parallel``) loads for the chats in the
+parallel engine (``parallel``, continuous batching), not in the single worker: chats then generate side by side, up
+to N at once (with the API's requests on that model), the rest wait in the engine's queue. One copy: the single
+worker's model is unloaded, and it loads the model again only for a reply or request that needs it (images, a
+grammar or JSON format, logprobs, a forced tool call: ``parallel_route``; embeddings on the chat model) — that copy
+stays loaded beside, for the next such reply, until the chats' model changes or is unloaded.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ from app.services.engines.events import (
     VllmEndpointChanged,
 )
 from app.services.engines.gate import ModelGate, Turnstile
+from app.services.engines.parallel_replies import ParallelReplyStream
+from app.services.engines.parallel_route import serial_reason
 from app.services.engines.parallel_slots import ParallelSlots
 from app.services.engines.replies import ReplyStream
 from app.services.engines.vllm_server import ManagedVllm
@@ -71,6 +80,7 @@ class LoadedModel:
     info: ModelInfo
     params: LoadParams
     chat_embeds: bool = False  # loaded for chat, it answers embeddings too (on its chat context)
+    parallel: int = 0  # N > 1: loaded for the chats in the parallel engine, for N sequences (not in the worker)
 
     def serves(self, entry: str, params: LoadParams) -> bool:
         """Whether a request for ``entry`` runs on this load as it is: the same model, loaded for the same use
@@ -132,14 +142,16 @@ class EngineHost:
         self._gates: dict[EngineKind, ModelGate] = {}  # concurrent engines: who uses which model
         self._load_locks: dict[EngineKind, asyncio.Lock] = {}
         self._listeners: list[Listener] = []
-        self._replies: set[ReplyStream] = set()
+        self._replies: set[ReplyStream | ParallelReplyStream] = set()
+        self._worker_copy: LoadedModel | None = None  # the single worker's copy of a parallel chats' model
         self._ollama_host = ollama_host
         self.vllm_endpoint: VllmEndpoint | None = None
         self.vllm_server = ManagedVllm(self)
         self.loop: asyncio.AbstractEventLoop | None = None
         engine = self._adopt(EngineKind.LLAMACPP, llamacpp or create_backend("llamacpp"))
         self.embedding_slot = EmbeddingSlot.beside(engine, self.emit)  # None: this engine makes no second worker
-        # llama.cpp replies side by side (continuous batching), for the API server; started on first use
+        # llama.cpp replies side by side (continuous batching), for the API server and parallel chats; started on
+        # first use
         self.parallel = ParallelSlots(self.emit, no_repack=lambda: _kernel_fallback_on(engine))
 
     # --- events ---------------------------------------------------------------------------------------------
@@ -185,9 +197,21 @@ class EngineHost:
         return engine.facts if engine is not None else facts_for(str(kind))
 
     def concurrent(self, kind: EngineKind) -> bool:
-        """Whether that engine generates several replies at once (then chats may generate side by side)."""
+        """Whether that engine generates several replies at once (then chats may generate side by side): a
+        concurrent engine, or llama.cpp while the chats' model runs on the parallel engine."""
         engine = self._engines.get(kind)
-        return engine is not None and implements(engine, ConcurrentChats)
+        loaded = self._loaded.get(kind)
+        on_parallel = loaded is not None and loaded.parallel > 1
+        return engine is not None and (implements(engine, ConcurrentChats) or on_parallel)
+
+    def model_info(self, kind: EngineKind) -> ModelInfo | None:
+        """The model the chats on that engine run on: the parallel engine's load when they run there, else the
+        engine's own model."""
+        loaded = self._loaded.get(kind)
+        if loaded is not None and loaded.parallel:
+            return loaded.info
+        engine = self._engines.get(kind)
+        return engine.model if engine is not None else None
 
     def loaded(self, kind: EngineKind) -> LoadedModel | None:
         return self._loaded.get(kind)
@@ -221,6 +245,8 @@ class EngineHost:
         so); on a concurrent engine, for the requests using another model."""
         kind = engine_of(entry)
         async with self._line(kind, entry, params, announce=True):
+            if kind is EngineKind.LLAMACPP and (params.n_parallel or 0) > 1 and not params.embedding:
+                return await self._load_parallel(kind, entry, params)
             return await self._load_now(kind, entry, params)
 
     @contextlib.asynccontextmanager
@@ -236,8 +262,14 @@ class EngineHost:
         async with self._line(kind, entry, params):
             async with self._load_locks.setdefault(kind, asyncio.Lock()):  # side by side: one of them loads
                 loaded = self._loaded.get(kind)
-                if loaded is not None and loaded.serves(entry, params):
+                if loaded is not None and loaded.serves(entry, params) and self._worker_holds(kind, loaded):
                     turn = Turn(self, kind, entry, loaded.info)
+                elif loaded is not None and loaded.parallel and loaded.serves(entry, params):
+                    if on_loading is not None:
+                        on_loading()
+                    began = time.perf_counter()
+                    info = await self._load_worker_copy(kind, loaded)
+                    turn = Turn(self, kind, entry, info, True, (time.perf_counter() - began) * 1000)
                 else:
                     if on_loading is not None:
                         on_loading()
@@ -254,9 +286,12 @@ class EngineHost:
             self._loaded.pop(kind, None)
             return
         await self._in_turn(kind, engine.unload())
+        self._worker_copy = None
         if self._loaded.get(kind) is loaded:
             self._loaded.pop(kind, None)
             if loaded is not None:
+                if loaded.parallel:
+                    self.parallel.release(loaded.entry)
                 self.emit(ModelUnloaded(kind, loaded.entry))
 
     @contextlib.asynccontextmanager
@@ -283,6 +318,12 @@ class EngineHost:
 
     async def _load_now(self, kind: EngineKind, entry: str, params: LoadParams) -> ModelInfo:
         engine = self.engine_for(entry)
+        before = self._loaded.get(kind)
+        if before is not None and before.parallel:  # the chats leave the parallel engine for the worker
+            self._loaded.pop(kind, None)
+            self.parallel.release(before.entry)
+            self.emit(ModelUnloaded(kind, before.entry))
+        self._worker_copy = None
         try:
             info = await engine.load(engine_model(entry), params)
         except ModelLoadError as exc:
@@ -298,6 +339,52 @@ class EngineHost:
             log.info("%s is loaded for chat now, which embeds too: the embedding slot's copy is unloaded", info.name)
             await slot.unload(entry)
         return info
+
+    async def _load_parallel(self, kind: EngineKind, entry: str, params: LoadParams) -> ModelInfo:
+        """Load ``entry`` for the chats in the parallel engine, for ``params.n_parallel`` sequences of
+        ``params.n_ctx`` tokens each (refused with the estimate's numbers when they will not fit). The single
+        worker's model is unloaded first: one copy (the worker loads it again only for a reply that needs it)."""
+        engine = self.engine_for(entry)
+        before = self._loaded.get(kind)
+        if engine.model is not None:
+            await engine.unload()
+        self._worker_copy = None
+        if before is not None and before.parallel and before.entry != entry:
+            self.parallel.release(before.entry)
+        if before is not None and self._loaded.get(kind) is before:  # (a worker's load is gone with its model)
+            self._loaded.pop(kind, None)
+            self.emit(ModelUnloaded(kind, before.entry))
+        slots = params.n_parallel or 2
+        async with self.parallel.use(entry, params, slots) as use:
+            info = use.load.info
+        self.parallel.keep(entry)
+        chat_embeds = self._embeds_on_chat(kind) and not embeds_only(info.architecture, info.metadata)
+        self._loaded[kind] = LoadedModel(entry, info, params, chat_embeds, slots)
+        self.emit(ModelLoaded(kind, entry, info, params))
+        return info
+
+    def _worker_holds(self, kind: EngineKind, loaded: LoadedModel) -> bool:
+        """Whether the single worker has ``loaded``'s model (its own load, or its copy of a parallel one)."""
+        if not loaded.parallel:
+            return True
+        engine = self._engines.get(kind)
+        return self._worker_copy is loaded and engine is not None and engine.model is not None
+
+    async def _load_worker_copy(self, kind: EngineKind, loaded: LoadedModel) -> ModelInfo:
+        """Load the parallel chats' model in the single worker too, for what only it does (in the caller's turn);
+        the chats stay on the parallel engine."""
+        engine = self._engines[kind]
+        log.info("%s runs on the parallel engine; loading it in the single worker too, for a reply only it can give",
+                 loaded.info.name)  # fmt: skip
+        info = await engine.load(engine_model(loaded.entry), replace(loaded.params, n_parallel=None))
+        self._worker_copy = loaded if self._loaded.get(kind) is loaded else None
+        return info
+
+    async def _ensure_worker(self, kind: EngineKind) -> None:
+        """In a turn on the worker: its copy of the parallel chats' model is loaded (nothing to do otherwise)."""
+        loaded = self._loaded.get(kind)
+        if loaded is not None and not self._worker_holds(kind, loaded):
+            await self._load_worker_copy(kind, loaded)
 
     # --- embeddings beside the chat model (the embedding slot) ------------------------------------------------
     async def embeds_beside(self, entry: str, params: LoadParams) -> bool:
@@ -371,25 +458,44 @@ class EngineHost:
         messages: list[dict[str, Any]],
         sampling: SamplingParams,
         options: GenerationOptions | None = None,
-    ) -> ReplyStream:
-        """A reply from that engine's loaded model; it waits its turn on a single-sequence engine."""
+    ) -> ReplyStream | ParallelReplyStream:
+        """A reply from that engine's loaded model; it waits its turn on a single-sequence engine. When the chats'
+        llama.cpp model runs on the parallel engine, it runs there side by side with the others (or in its queue),
+        unless it needs what only the single worker does (``serial_reason``)."""
+        loaded = self._loaded.get(kind)
+        if loaded is not None and loaded.parallel and serial_reason(messages, options) is None:
+            return self._parallel_reply(kind, loaded, messages, sampling, options, None)
         return self._reply(kind, messages, sampling, options, None)
 
     def complete(
         self, kind: EngineKind, prompt: str, sampling: SamplingParams, options: GenerationOptions | None = None
-    ) -> ReplyStream:
+    ) -> ReplyStream | ParallelReplyStream:
         """A raw text completion of ``prompt`` (no chat template); it waits its turn like a reply."""
+        loaded = self._loaded.get(kind)
+        if loaded is not None and loaded.parallel and serial_reason([], options) is None:
+            return self._parallel_reply(kind, loaded, [], sampling, options, prompt)
         return self._reply(kind, [], sampling, options, prompt)
 
     async def embed(self, kind: EngineKind, texts: list[str]) -> list[list[float]]:
         """Vectors for ``texts`` from that engine's model (loaded for embeddings); waits its turn like a reply."""
-        return await self._in_turn(kind, self._embedder(kind).embed(texts))
+        return await self._in_turn(kind, self._on_worker(kind, lambda: self._embedder(kind).embed(texts)))
 
     async def count_tokens(
         self, kind: EngineKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
     ) -> int:
-        """The prompt tokens of a chat as that engine's model renders it; waits its turn like a reply."""
+        """The prompt tokens of a chat as that engine's model renders it; waits its turn like a reply (counted by
+        the parallel engine, at once, when the chats' model runs there)."""
+        loaded = self._loaded.get(kind)
+        if loaded is not None and loaded.parallel:
+            self._bind()
+            async with self.parallel.use(loaded.entry, loaded.params, loaded.parallel):
+                return await self.parallel.count_tokens(messages, tools)
         return await self._in_turn(kind, self._counter(kind).count_tokens(messages, tools))
+
+    async def _on_worker(self, kind: EngineKind, work: Callable[[], Awaitable[_T]]) -> _T:
+        """``work()`` on the single worker, in the caller's turn, with the parallel chats' model copied there."""
+        await self._ensure_worker(kind)
+        return await work()
 
     def _embedder(self, kind: EngineKind) -> Embeddings:
         engine = self._running(kind)
@@ -417,7 +523,28 @@ class EngineHost:
         engine = self._running(kind)
         turnstile = None if in_turn else self._turnstiles.get(kind)
         finished = self._reply_finished(kind)
-        reply = ReplyStream(engine, messages, sampling, turnstile, finished, options=options, prompt=prompt)
+        loaded = self._loaded.get(kind)
+        prepare = None  # the worker's copy of the parallel chats' model, loaded in the reply's turn
+        if not in_turn and loaded is not None and loaded.parallel:
+            prepare = lambda: self._ensure_worker(kind)  # noqa: E731
+        reply = ReplyStream(engine, messages, sampling, turnstile, finished, options=options, prompt=prompt,
+                            prepare=prepare)  # fmt: skip
+        self._replies.add(reply)
+        return reply
+
+    def _parallel_reply(
+        self, kind: EngineKind, loaded: LoadedModel, messages: list[dict[str, Any]], sampling: SamplingParams,
+        options: GenerationOptions | None, prompt: str | None,
+    ) -> ParallelReplyStream:  # fmt: skip
+        engine = self._running(kind)
+
+        def finished(reply: ParallelReplyStream) -> None:
+            self._replies.discard(reply)
+            self.emit(ReplyFigures(kind, reply.stats, None))
+
+        load = (loaded.entry, loaded.params, loaded.parallel)
+        reply = ParallelReplyStream(self.parallel, engine, load, messages, sampling, finished, options=options,
+                                    prompt=prompt)  # fmt: skip
         self._replies.add(reply)
         return reply
 
@@ -521,7 +648,7 @@ class EngineHost:
     def _state_changed(self, kind: EngineKind, engine: Backend, state: BackendState) -> None:
         if self._engines.get(kind) is not engine:
             return  # a client the host has dropped
-        if engine.model is None and kind in self._loaded:
+        if engine.model is None and kind in self._loaded and not self._loaded[kind].parallel:
             entry = self._loaded.pop(kind).entry  # the worker died or the server went away
             self.emit(ModelUnloaded(kind, entry))
         self.emit(EngineStateChanged(kind, state))

@@ -1,7 +1,9 @@
 """The engine host's parallel llama.cpp engine (``EngineHost.parallel``): up to N replies at once on one model by
 continuous batching (``app.backends.llamacpp.parallel_chats``), each sequence with the full context it was loaded
 with. The API server uses it for llama.cpp requests when N > 1 (``serve --parallel N``, or the model's
-``LoadParams.n_parallel``); requests it cannot run (grammars, logprobs, images, echo) go to the single worker.
+``LoadParams.n_parallel``); requests it cannot run (grammars, logprobs, images, echo) go to the single worker. The
+chats use it for a model whose setting is N > 1 (``EngineHost.load`` loads it here, ``keep``: the idle time never
+unloads it while the chats run on it).
 
 It holds its own copy of the model, beside the single worker's (which loads only when such a request comes).
 N × context must fit this machine by the memory estimate, or the load is refused with the numbers. Listeners hear
@@ -75,6 +77,7 @@ class ParallelSlots:
         self._who: dict[int, tuple[str | None, str | None]] = {}  # reply id → (client, request label)
         self._expiry: asyncio.TimerHandle | None = None
         self._expiring: set[asyncio.Task[None]] = set()
+        self._kept: str | None = None  # the chats' model: never unloaded for idleness while it is
 
     @property
     def loaded(self) -> ParallelLoad | None:
@@ -134,6 +137,28 @@ class ParallelSlots:
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
         return await self._chats.count_tokens(messages, tools)
 
+    def keep(self, entry: str | None) -> None:
+        """The chats run on ``entry`` here (None: no longer): the idle time (``unload_after``) leaves it loaded."""
+        self._kept = entry
+        if entry is not None:
+            self._cancel_expiry()
+
+    def release(self, entry: str) -> None:
+        """The chats no longer run on ``entry``: unloaded as soon as no request uses it (if it is still loaded)."""
+        if self._kept == entry:
+            self._kept = None
+            if self._loaded is not None and self._loaded.entry == entry:
+                self.unload_after(0.0)
+
+    def queued_place(self, reply: ParallelReply) -> int:
+        """``reply``'s place in the engine's queue as it was sent (1: next to get a slot), 0 when a slot was free
+        for it: the child gives slots in arrival order, so the replies sent before it that have not ended are ahead."""
+        loaded = self.loaded
+        if loaded is None:
+            return 0
+        ahead = sum(1 for other in self._chats.live_ids() if other < reply.id)
+        return max(0, ahead - loaded.slots + 1)
+
     def snapshot(self) -> ParallelSnapshot:
         """The slots now: each one's state, cells in use of its context, whose request; the requests waiting."""
         loaded = self.loaded
@@ -156,6 +181,8 @@ class ParallelSlots:
     async def _expire(self) -> None:
         if self._users or self._chats.in_flight or self.loaded is None:
             return
+        if self._kept is not None and self.loaded.entry == self._kept:
+            return  # the chats run on it
         log.info("parallel llama.cpp engine: unloading %s after its idle time", self.loaded.info.name)
         await self.close()
 

@@ -4,7 +4,7 @@ caller holds, ``EngineHost.use``), then streams the engine's ``ReplyHandle``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from app.backends.protocol import Backend, Delta, ReplyHandle, TextCompletion
@@ -21,7 +21,8 @@ class ReplyStream:
     on an engine that takes replies concurrently or has ended); ``stop()`` ends it at the next token or takes it
     out of the line; ``stats`` are its figures once it has ended. With ``prompt`` it is a raw text completion
     (``messages`` unused); ``options`` go to the engine with the request. Without a ``turnstile`` it starts at
-    once (a concurrent engine, or a turn its caller holds)."""
+    once (a concurrent engine, or a turn its caller holds). ``prepare`` is awaited when its turn comes, before the
+    engine is asked (the worker's copy of a model the chats run on in the parallel engine is loaded then)."""
 
     def __init__(
         self,
@@ -33,8 +34,10 @@ class ReplyStream:
         *,
         options: GenerationOptions | None = None,
         prompt: str | None = None,
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.backend = backend
+        self._prepare = prepare
         self._messages = messages
         self._sampling = sampling
         self._options = options
@@ -46,6 +49,7 @@ class ReplyStream:
         self._stopped = False
         self._closed = False
         self.stats: ReplyStats | None = None
+        self.on_queued: Callable[[int], None] | None = None  # unused here: its place in line is ``place``
 
     @property
     def place(self) -> int | None:
@@ -92,6 +96,8 @@ class ReplyStream:
             self.stats = ReplyStats(finish_reason="stopped")
             await self.aclose()
             raise StopAsyncIteration
+        if self._prepare is not None:
+            await self._prepare()
         self._inner = self._open()
 
     def _open(self) -> ReplyHandle:

@@ -4,7 +4,8 @@ Speculative decoding is Off, N-gram lookup (no second model) or a Draft model fr
 lists the library's GGUFs that can draft for the model first; the others are disabled with the failed check's
 words as their tooltip (``app.core.gguf.draft_compat``). The headers are read off the Qt thread; projector files
 are never listed. Values travel as ``LoadParams.speculative`` ("off" | "ngram" | "draft:<path>") and
-``LoadParams.n_parallel`` (None: one at a time, unless ``serve --parallel auto`` picks N from the estimate).
+``LoadParams.n_parallel`` (None: one at a time, unless ``serve --parallel auto`` picks N from the estimate; N > 1
+runs the window's chats side by side on the parallel engine too).
 """
 
 from __future__ import annotations
@@ -74,9 +75,10 @@ class SpeculationFields(QObject):
         self.n_parallel.setRange(0, MAX_PARALLEL)
         self.n_parallel.setSpecialValueText("one at a time")
         self.n_parallel.setToolTip(
-            "Requests the local API server answers at once on this model, each with its full context (continuous "
-            "batching; the memory estimate refuses what does not fit). `serve --parallel N|auto` overrides it; "
-            "chats in this window run one at a time."
+            "Replies generated at once on this model, each with its full context (continuous batching; the memory "
+            "estimate refuses what does not fit): N > 1 runs chats in this window side by side too (several chats "
+            "generating at once, with the local API server's requests; beyond N they wait in a visible queue). "
+            "Blank: chats one at a time. `serve --parallel N|auto` overrides it for the API server."
         )
         self.mode.currentIndexChanged.connect(self._mode_changed)
         self.draft.currentIndexChanged.connect(self._draft_changed)
