@@ -63,6 +63,9 @@ def test_two_streams_generate_at_once_each_in_its_own_slot(api):
         assert len(_held(snapshot)) == 2
         assert snapshot.cells_total == 2 * 4096  # each sequence has the full context it was loaded with
         assert any(isinstance(e, ParallelSlotsChanged) and len(_held(e.snapshot)) == 2 for e in list(api.events))
+        metrics = api.http().get("/metrics").text  # the same figures for a Prometheus scraper
+        assert "llmws_api_parallel_slots 2.0" in metrics and "llmws_api_parallel_slots_busy 2.0" in metrics
+        assert "llmws_api_parallel_queue 0.0" in metrics and 'llmws_api_parallel_slot_cells{slot="1"}' in metrics
     finally:
         first.close()
         second.close()
@@ -98,6 +101,19 @@ def test_logprobs_run_on_the_single_worker_and_the_log_says_why(api):
     assert reply.choices[0].logprobs is not None
     record = api.finished_records("chat.completions")[-1]
     assert record.note is not None and "single llama.cpp worker: logprobs" in record.note
+
+
+def test_a_prompt_longer_than_a_sequence_runs_on_the_single_worker_with_a_larger_context(api):
+    long = [{"role": "user", "content": "word " * 2400}]  # about 4,800 tokens: more than a 4,096-token sequence
+    tokens = api.anthropic().messages.count_tokens(model="tiny-8k", messages=long).input_tokens
+    assert 4096 < tokens < 8192 - 1024  # the test's premise: no slot holds it, a larger single context does
+    reply = api.openai().chat.completions.create(model="tiny-8k", messages=long, max_tokens=3)
+    assert reply.usage.prompt_tokens == tokens and reply.usage.completion_tokens == 3
+    record = api.finished_records("chat.completions")[-1]
+    assert record.note is not None and "more than a parallel sequence's 4,096 tokens" in record.note
+    assert record.n_ctx is not None and record.n_ctx > 4096  # the single worker grew its context for it
+    short = api.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
+    assert short.usage.completion_tokens == 2 and api.finished_records("chat.completions")[-1].note is None
 
 
 def test_anthropic_messages_run_in_a_slot_with_the_prompt_counted(api):

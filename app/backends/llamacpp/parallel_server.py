@@ -33,6 +33,7 @@ from app.core import safe_json
 from app.core.params import GGML_TYPE_IDS, GenerationOptions, LoadParams
 
 SLOTS_EVERY_S = 0.5
+WARM_UP_ROWS = 64  # the warm-up batch: wide enough for the matrix kernels prompts use
 _out: Any = None
 _lines: list[str] = []
 
@@ -124,6 +125,17 @@ class Server:
             _flush()
 
 
+def _warm_up(batch: BatchContext, token: int) -> None:
+    """Decode one prompt-sized batch and one single token, so that a kernel that crashes (llama.cpp's AMX or repacked
+    matrix kernels on some machines: SIGSEGV on the starter model's first prompt) does it here, while starting —
+    where the engine host starts the child again without them — not on a request. Measured on the starter model: a
+    single-token warm-up ran, the first real prompt died."""
+    width = max(1, min(WARM_UP_ROWS, batch.settings.n_batch, batch.n_ctx_per_seq - 1))
+    batch.decode([(token, pos, 0, pos == width - 1) for pos in range(width)])
+    batch.decode([(token, width, 0, True)])
+    batch.trim(0, 0)
+
+
 def _batch_settings(params: LoadParams, slots: int) -> BatchSettings:
     return BatchSettings(
         slots=slots,
@@ -150,8 +162,7 @@ def main(argv: list[str]) -> int:
         import llama_cpp
 
         batch = BatchContext(llama_cpp, renderer.model, _batch_settings(params, slots))
-        batch.decode([(renderer.llm.token_bos(), 0, 0, True)])  # a kernel that crashes here, not on a request
-        batch.trim(0, 0)
+        _warm_up(batch, renderer.llm.token_bos())
     except Exception as exc:  # the reason, in words, for the parent
         _say({"event": "failed", "message": str(exc) or type(exc).__name__})
         _flush()

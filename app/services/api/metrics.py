@@ -3,10 +3,14 @@ the request log. Labels are resolved model ids and engines only — never a name
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from app.services.api.records import RequestRecord, RequestState
+from app.services.engines.events import ParallelSnapshot
 
 PREFIX = "llmws_api_"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -41,6 +45,10 @@ class ApiMetrics:
         )  # fmt: skip
         self.in_flight = Gauge(PREFIX + "requests_in_flight", "Requests being answered now.", registry=r)
 
+    def watch_parallel(self, snapshot: Callable[[], ParallelSnapshot]) -> None:
+        """Report the parallel llama.cpp engine's slots and queue as ``snapshot`` reads them at each scrape."""
+        self.registry.register(_ParallelSlotsCollector(snapshot))
+
     def started(self) -> None:
         self.in_flight.inc()
 
@@ -66,3 +74,28 @@ class ApiMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _ParallelSlotsCollector:
+    """The parallel llama.cpp engine now: its slots (0 while it is not running), those holding a request, the
+    requests waiting for one, and each slot's KV cells in use."""
+
+    def __init__(self, snapshot: Callable[[], ParallelSnapshot]) -> None:
+        self._snapshot = snapshot
+
+    def describe(self) -> list[Metric]:
+        return []  # read at scrape time only
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._snapshot()
+        busy = sum(1 for s in now.slots if s.request is not None)
+        yield GaugeMetricFamily(PREFIX + "parallel_slots", "Sequences the parallel llama.cpp engine runs at once "
+                                "(0: not running).", value=len(now.slots))  # fmt: skip
+        yield GaugeMetricFamily(PREFIX + "parallel_slots_busy", "Parallel slots holding a request.", value=busy)
+        yield GaugeMetricFamily(PREFIX + "parallel_queue", "Requests waiting for a free parallel slot.",
+                                value=now.waiting)  # fmt: skip
+        cells = GaugeMetricFamily(PREFIX + "parallel_slot_cells", "KV cells in use in each parallel slot's context.",
+                                  labels=["slot"])  # fmt: skip
+        for slot in now.slots:
+            cells.add_metric([str(slot.slot)], slot.cells)
+        yield cells

@@ -179,6 +179,21 @@ class ModelRouter:
             return await self._host.parallel.slots_for(model.entry, replace(params, n_parallel=None), None)
         return await self._host.parallel.slots_for(model.entry, params, self.n_parallel)
 
+    async def beyond_a_slot(self, model: ServedModel, need: ContextNeed) -> str | None:
+        """Why ``need`` goes to the single worker for its context (it may not fit one parallel sequence's context;
+        the single worker reloads with a larger one), in words for the request log; None when it fits a slot. An
+        upper bound decides without counting; the loaded parallel engine counts the rest exactly."""
+        params = self._load_params(model, False)
+        per_slot = params.n_ctx
+        if need.bound() + need.room <= per_slot:
+            return None
+        loaded = self._host.parallel.loaded
+        if loaded is not None and loaded.entry == model.entry and loaded.params == params:
+            tokens = await self._host.parallel.count_tokens(need.chat(), need.tools)
+            if tokens + need.room <= per_slot:
+                return None
+        return f"a prompt that may need more than a parallel sequence's {per_slot:,} tokens of context"
+
     @contextlib.asynccontextmanager
     async def serving_parallel(
         self, model: ServedModel, slots: int, *, on_loading: Callable[[], None] | None = None,

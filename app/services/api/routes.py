@@ -233,7 +233,7 @@ class Api:
         try:
             serving, note = await self._serving(tracker, model, call)
             lease = await stack.enter_async_context(serving)
-            tracker.update(n_ctx=lease.info.n_ctx, note=lease.note or note)
+            tracker.update(n_ctx=lease.info.n_ctx, note="; ".join(n for n in (note, lease.note) if n) or None)
             if isinstance(shape, _AnthropicMessage):  # message_start carries the prompt's size: counted first
                 await shape.ready(lease)
             run = await self._start(model, lease, call)
@@ -267,6 +267,8 @@ class Api:
         on_loading = lambda: tracker.update(state=RequestState.LOADING)  # noqa: E731
         slots = await self.router.parallel_slots(model)
         reason = serial_reason(call) if slots > 1 else None
+        if slots > 1 and reason is None:
+            reason = await self.router.beyond_a_slot(model, ContextNeed.of(call))
         if slots > 1 and reason is None:
             label = f"#{tracker.record.id}"
             parallel = self.router.serving_parallel(model, slots, on_loading=on_loading,

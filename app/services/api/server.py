@@ -139,6 +139,7 @@ class ApiServer:
         )  # fmt: skip
         if self.metrics is None:  # one registry for the server's life: counts survive a restart
             metrics = self.metrics = ApiMetrics()
+            metrics.watch_parallel(self.host.parallel.snapshot)
             self.requests.subscribe(lambda record: metrics.observe(record) if record.finished else None)
         self._api = Api(self.host, self.catalog, self._router, self.config, self.requests, self.metrics)
         app = build_app(self._api)

@@ -3,10 +3,10 @@
 * **llama.cpp**: the app's worker process (``LlamaCppBackend``). The worker runs ONE sequence, so at
   concurrency N the N clients wait in line for it: the rows show that queue honestly (TTFT and latency include
   the wait, throughput stays that of one stream, ``parallel_streams`` is 1).
-* **llama.cpp parallel** (``BenchTarget.parallel``, row engine ``llamacpp-parallel``): a child process
-  (``app.backends.llamacpp.parallel``) with one context of ``n_seq_max = N`` sequences (``n_ctx`` per sequence),
-  restarted for each concurrency N; all active sequences decode in one batch per step, greedy, EOS ignored
-  (exactly ``max_tokens`` each), prompts as plain text without the chat template (a raw throughput figure).
+* **llama.cpp parallel** (``BenchTarget.parallel``, row engine ``llamacpp-parallel``): the app's parallel engine
+  (``app.backends.llamacpp.parallel_chats``, the one ``serve --parallel N`` runs), restarted with N sequences of
+  ``n_ctx`` tokens each for each concurrency N; all active sequences decode in one batch per step. Chats through
+  the model's template, like the llama.cpp row, so the two compare.
 * **vLLM**: any OpenAI-compatible vLLM server (app-managed or ``--endpoint``), through the app's streaming client
   (``app.backends.openai_stream``) with ``include_usage`` for exact token counts and ``ignore_eos`` so each
   reply is ``max_tokens`` long; ``/metrics`` gives KV usage, running requests and preemptions.
@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 import httpx
 
 from app.backends.http_json import response_json
+from app.backends.llamacpp.repack import NO_REPACK_ENV
 from app.backends.protocol import BackendError, GenerationError
 from app.core.bench.stats import RequestSample
 from app.core.errors import AppError, ErrorKind
@@ -161,47 +163,63 @@ class LlamaCppDriver:
 
 class LlamaCppParallelDriver:
     name = "llamacpp-parallel"
-    note_always = True  # the note (no chat template) holds at concurrency 1 too
-    note = "N parallel sequences in one llama.cpp context; plain-text prompts (no chat template), EOS ignored"
+    note_always = True  # the note holds at concurrency 1 too
+    note = "N sequences at once by continuous batching (the parallel engine serve --parallel N runs), full context each"
 
     def __init__(self, target: BenchTarget) -> None:
-        from app.backends.llamacpp.parallel import ParallelLlama
+        from app.backends.llamacpp.parallel_chats import ParallelChats
 
         self.target = target
-        self.engine = ParallelLlama()
+        self.engine = ParallelChats()
         self.parallel_streams: int | None = 1
+        self._slots = 0
+        self._no_repack = os.environ.get(NO_REPACK_ENV) == "1"
 
     async def open(self) -> str:
         await self._start(1)
-        return Path(self.target.model).stem
+        return str(self.engine.info.get("name") or Path(self.target.model).stem)
 
     async def _start(self, slots: int) -> None:
-        from app.backends.llamacpp.parallel import ParallelLlamaError
+        """The parallel child with ``slots`` sequences (started again without llama.cpp's CPU-specific kernels if
+        it crashes starting with them, as the app's engine host does)."""
+        from app.backends.llamacpp.parallel_chats import ParallelEngineError
 
+        params = LoadParams(n_ctx=self.target.n_ctx)
         try:
-            await self.engine.start(self.target.model, slots, self.target.n_ctx)
-        except ParallelLlamaError as exc:
+            try:
+                await self.engine.start(self.target.model, params, slots, -1, no_repack=self._no_repack)
+            except ParallelEngineError as exc:
+                if self._no_repack or not exc.crashed:
+                    raise
+                self._no_repack = True
+                await self.engine.start(self.target.model, params, slots, -1, no_repack=True)
+        except ParallelEngineError as exc:
             raise BenchRunError.of(exc, f"llama.cpp could not run {slots} parallel sequences: ") from None
-        self.parallel_streams = slots
+        self._slots = self.parallel_streams = slots
 
     def pid(self) -> int | None:
         return self.engine.pid
 
     async def prepare(self, clients: int) -> None:
         """Restart the child with ``clients`` sequences (and warm it with one short request)."""
-        if clients != self.engine.slots or self.engine.pid is None:
+        if clients != self._slots or self.engine.pid is None:
             await self._start(clients)
             await self.one("warm-up", 0, 2, 0.0)
 
     async def one(self, prompt: str, seed: int, max_tokens: int, temperature: float) -> RequestSample:
-        from app.backends.llamacpp.parallel import ParallelLlamaError
-
         sent = time.perf_counter()
+        first: float | None = None
+        reply = self.engine.stream_chat(_messages(prompt), _sampling(max_tokens, seed, temperature))
         try:
-            result = await self.engine.generate(prompt, max_tokens)
-        except ParallelLlamaError as exc:
+            async for delta in reply:
+                first = first or (time.perf_counter() if delta.text else None)
+        except BackendError as exc:
             return RequestSample(False, latency_ms=(time.perf_counter() - sent) * 1000, error=str(exc))
-        return RequestSample(True, result.tokens, result.ttft_ms, result.latency_ms)
+        finally:
+            await reply.aclose()
+        tokens = reply.stats.completion_tokens if reply.stats else 0
+        ttft = (first - sent) * 1000 if first else None
+        return RequestSample(True, tokens, ttft, (time.perf_counter() - sent) * 1000)
 
     async def metrics(self) -> VllmMetrics | None:
         return None

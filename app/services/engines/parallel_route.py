@@ -1,6 +1,5 @@
 """Which llama.cpp replies may run on the parallel engine (continuous batching) and which need the single worker —
-for the chats (``EngineHost.stream_chat``) and anyone else in services (the API server's request router has its
-own copy on its request shape, ``app.services.api.parallel_route``, with ``echo`` from the request).
+for the chats (``EngineHost.stream_chat``) and the API server's requests (``app.services.api.parallel_route``).
 
 The parallel engine renders, samples and stops as the worker does, but does not do everything the worker does:
 per-token logprobs, ``echo``, grammars (a JSON ``response_format``, a raw ``grammar``, a forced tool call) and
