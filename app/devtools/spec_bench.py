@@ -6,7 +6,9 @@ as text completions, so a base model without a chat template copies too. Prompts
 edit, extract: the reply repeats text of the prompt, where drafts are accepted) and *free* (free writing). Each
 mode runs ``rounds`` times, the modes interleaved round by round; a prompt's figure is its best round (other
 processes only ever slow a run down). The text of every speculative reply is compared with the reply without
-speculation: a difference is reported as a mismatch, with where it starts.
+speculation: a difference is reported as a mismatch, with where it starts. Every mode loads with flash attention
+on, as speculation loads (``speculation.LOAD_KWARGS``: its verification rows are then bit-identical to decoding one
+token at a time), so the text and the speed are compared at the same numerics.
 
 Last, the *guarded* run: n-gram lookup with the app's speculation guard watching (``spec_guard``: it takes some
 replies without speculation and turns it off when it is slower), on the free prompts several times over, and the
@@ -22,6 +24,7 @@ from typing import Any
 
 from app.backends.llamacpp.backend import LlamaCppBackend
 from app.backends.llamacpp.repack import NO_REPACK_ENV
+from app.backends.llamacpp.speculation import LOAD_KWARGS
 from app.core.params import LoadParams, SamplingParams
 from app.core.speculative import acceptance
 from app.devtools.chat_bench import repacking_off_here
@@ -144,6 +147,7 @@ async def bench_spec(
     """Every mode ``rounds`` times, interleaved, then the guarded run; the report (see ``report``)."""
     if repacking_off_here():  # as the app's worker runs here: llama.cpp's repacked kernels crashed on this machine
         os.environ[NO_REPACK_ENV] = "1"
+    load = LoadParams.from_dict({**load.to_dict(), **LOAD_KWARGS})  # "off" too: the numerics speculation runs at
     modes = [ModeResult("off", "off"), ModeResult("ngram", "ngram")]
     if draft:
         modes.append(ModeResult("draft", f"draft:{draft}"))
@@ -174,6 +178,7 @@ def report(
         "max_tokens": max_tokens,
         "rounds": rounds,
         "repacking_off": os.environ.get(NO_REPACK_ENV, "") not in ("", "0"),
+        "flash_attn": load.flash_attn,
         "modes": rows,
         "guarded_free": _guarded_row(guarded),
         "mismatches": mismatches,
@@ -228,7 +233,8 @@ def _guarded_row(guarded: dict[str, Any]) -> dict[str, Any]:
 def report_lines(r: dict[str, Any]) -> list[str]:
     lines = [
         f"model {r['model']}  n_ctx {r['n_ctx']}  max_tokens {r['max_tokens']}  rounds {r['rounds']} (best per prompt)"
-        f"{'  (llama.cpp repacking off)' if r['repacking_off'] else ''}",
+        f"{'  (llama.cpp repacking off)' if r['repacking_off'] else ''}"
+        f"{'  flash attention on' if r.get('flash_attn') else ''}",
         f"{'mode':<7}{'copy/edit/extract tok/s':>26}{'ratio':>8}{'accept':>9}"
         f"{'free tok/s':>13}{'ratio':>8}{'accept':>9}",
     ]

@@ -47,9 +47,11 @@ def _complete(engine: LlamaEngine, options: GenerationOptions = PLAIN_OPTIONS, s
     return "".join(pieces), counts, entries
 
 
-def _engine(model: Path, speculative: str) -> LlamaEngine:
+def _engine(model: Path, speculative: str, flash_attn: bool = True) -> LlamaEngine:
+    """The model loaded; with flash attention by default, as speculation loads it: "off" at the same numerics (with
+    it and without it, near ties among the top logprobs can come out in another order)."""
     engine = LlamaEngine()
-    engine.load(str(model), LoadParams(n_ctx=512, speculative=speculative))
+    engine.load(str(model), LoadParams(n_ctx=512, speculative=speculative, flash_attn=flash_attn))
     return engine
 
 
@@ -191,3 +193,84 @@ def test_drafts_are_settled_on_the_tokens_kept_and_proposals_follow_how_they_far
     assert (drafts.accepted, drafts.length) == (6, 3)
     drafts.settle([1, 2, 3, 7, 8, 9, 10, 11, 1, 2, 0, 5])  # the reply ended: the pending proposal kept nothing
     assert (drafts.drafted, drafts.accepted, drafts.length) == (12, 6, 1)
+
+
+def test_speculation_loads_with_flash_attention_and_verifies_at_most_the_invariant_width(models):
+    """Flash attention and at most ``INVARIANT_ROWS`` rows per verification decode: the settings under which
+    llama.cpp's CPU kernels give a batch row the logits of a lone token (without flash attention the starter model's
+    rows differed from the first batch of 2 on; see the speculation module's docstring)."""
+    import llama_cpp
+
+    from app.backends.llamacpp.speculation import INVARIANT_ROWS
+
+    model, twin, _ = models
+    enabled = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+    for setting in ("ngram", f"draft:{twin}"):
+        engine = _engine(model, setting)
+        try:
+            assert engine.llm.context_params.flash_attn_type == enabled
+            assert engine.speculation is not None and engine.speculation.widest_batch <= INVARIANT_ROWS
+            widths = _record_widths(engine.llm)
+            _, counts, _ = _complete(engine)
+        finally:
+            engine.unload()
+        verifications = widths[1:]  # after the prompt's
+        assert counts["spec_drafted"] > 0 and max(verifications) > 1
+        assert max(verifications) <= INVARIANT_ROWS, setting
+    plain = _engine(model, "off", flash_attn=False)
+    try:
+        assert plain.llm.context_params.flash_attn_type != enabled  # without speculation: the load's own setting
+    finally:
+        plain.unload()
+
+
+def _record_widths(llm: Any) -> list[int]:
+    """The number of tokens of each ``decode`` of ``llm``, from now on."""
+    widths: list[int] = []
+    decode = llm._ctx.decode
+
+    def recording(batch: Any) -> None:
+        widths.append(batch.n_tokens())
+        decode(batch)
+
+    llm._ctx.decode = recording
+    return widths
+
+
+def test_with_flash_attention_a_verification_row_has_the_bits_of_a_lone_token(models):
+    """Raw llama-cpp-python: the same tokens decoded one at a time and in batches of 2-7 (each followed by a rejected
+    row, removed again) give bit-identical logits for every row."""
+    import llama_cpp
+    import numpy as np
+
+    from app.backends.llamacpp.speculation import INVARIANT_ROWS
+
+    model, _, _ = models
+    llm = llama_cpp.Llama(model_path=str(model), n_ctx=512, flash_attn=True, verbose=False)
+    try:
+        prompt = llm.tokenize(REPEATING.encode(), add_bos=True)
+        tokens = [int(t) for t in llm.tokenize(b" the cat sat on the mat. the dog sat on the log.", add_bos=False)]
+
+        def logits(i: int) -> Any:
+            return np.ctypeslib.as_array(llm._ctx.get_logits_ith(i), shape=(llm.n_vocab(),)).copy()
+
+        def rows(width: int) -> list[Any]:
+            llm._ctx.kv_cache_clear()
+            llm._batch.set_batch(batch=prompt, n_past=0, logits_all=False)
+            llm._ctx.decode(llm._batch)
+            found = []
+            for start in range(0, len(tokens), width):
+                batch = tokens[start : start + width]
+                rejected = [tokens[0]] if len(batch) < INVARIANT_ROWS else []
+                llm._batch.set_batch(batch=batch + rejected, n_past=len(prompt) + start, logits_all=True)
+                llm._ctx.decode(llm._batch)
+                found += [logits(j) for j in range(len(batch))]
+                llm._ctx.kv_cache_seq_rm(-1, len(prompt) + start + len(batch), -1)
+            return found
+
+        alone = rows(1)
+        for width in range(2, INVARIANT_ROWS + 1):
+            batched = rows(width)
+            assert all(np.array_equal(a, b) for a, b in zip(alone, batched, strict=True)), width
+    finally:
+        llm.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-DRAFT_TOKENS = 8  # drafted per proposal
+DRAFT_TOKENS = 6  # drafted per proposal: with the sampled token, 7 rows (speculation.INVARIANT_ROWS)
 
 
 def load_draft_llama(path: str, kwargs: dict[str, Any]) -> Any:

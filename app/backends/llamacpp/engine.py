@@ -168,6 +168,8 @@ class LlamaEngine:
         kwargs = self.llama_kwargs(params, n_gpu_layers, chat_format)
         if params.embedding:
             kwargs.update(_embedding_kwargs(header, params))
+        elif parse_speculative(params.speculative).on:  # verification is then bit-identical to one-at-a-time decoding
+            kwargs.update(speculation.LOAD_KWARGS)
         try:
             with templates.tolerant_templates(), repack.model_params_without_repacking(repack.repacking_disabled()):
                 return llama_cpp.Llama(model_path=path, **kwargs)

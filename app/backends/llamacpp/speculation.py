@@ -16,6 +16,22 @@ proposals to how they fare: a verification batch costs more the wider it is (on 
 computed once per row), so after a rejection the next proposal holds one token more than were accepted, and after a
 full acceptance twice as many, up to the drafter's own length. N-gram lookup proposes only where the last two tokens
 occurred before (a single repeated token is no evidence that the text repeats).
+
+Greedy verification gives the text without speculation only if a token's logits are the same bits whether it is
+decoded alone or as a row of a verification batch. llama.cpp's CPU kernels make that so only with flash attention
+(measured on the starter model, gemma-3 270M Q4_K_M, raw llama-cpp-python, the reply's own tokens forced through):
+- without it, attention is two F16 matrix products that take ``ggml_vec_dot_f16`` for one token and tinyBLAS
+  (ggml-cpu/llamafile/sgemm.cpp, ``n < 2`` falls back) for two or more, which sum in another order: in batches of
+  2 rows, 93 of 95 rows differed (logits by up to 1.85), from the first batch on; the weights' own products (Q5_0,
+  Q8_0, Q4_K, Q6_K) do not depend on the batch width up to 7 rows;
+- with it, each row of a batch of 2-7 tokens goes through ``flash_attn_ext_f16_one_chunk`` as a lone token does:
+  no row differed in batches of 2 to 7 (2 prompts × 95 rows), on 1 or 2 threads, with rejected rows' cells written
+  and removed; in batches of 8 most rows differ (not traced further).
+So speculation loads the model with flash attention (``LOAD_KWARGS``; as fast as without it here: 23.4 vs 22.6
+tok/s) and verifies at most ``INVARIANT_ROWS`` rows at once (a draft model drafts 6). One case stays open: past 256
+tokens of context (llama.cpp pads the KV view to 256 cells) a lone token takes flash attention's split-KV path, a
+chunk of cells per thread, merged: on more than one decoding thread it differs from a batch row (273- and 681-token
+prompts: every row differs on 2 threads, none on 1). ``n_threads`` defaults to half the cores: one on 2 cores.
 Only the worker imports this module; ``llama_cpp`` is imported on first use.
 """
 
@@ -31,9 +47,12 @@ from app.core.speculative import DRAFT, NGRAM, OFF, SpeculativeSetting
 
 NGRAM_SIZE = 3  # the longest n-gram looked up in the text so far
 # tokens copied after a match. Measured on the starter model (bench spec, separate runs on a shared 2-core machine):
-# 3 as fast as 10 (copy prompts 2.02x vs 1.91x, free writing 1.56x vs 1.43x) and fewer texts changed by
-# llama.cpp's batch-width numerics (3 of 8 prompts vs 4 of 8): on a CPU every verified row costs its output layer
+# 3 as fast as 10 (copy prompts 2.02x vs 1.91x, free writing 1.56x vs 1.43x; before flash attention, so texts still
+# differed): on a CPU every verified row costs its output layer
 NGRAM_DRAFT_TOKENS = 3
+# the most rows a verification batch may hold: with flash attention, rows of up to 7 are bit-identical to lone tokens
+INVARIANT_ROWS = 7
+LOAD_KWARGS = {"flash_attn": True}  # what speculation needs of the model's context (see the module docstring)
 Proposer = Callable[[Any], Any]  # input ids (numpy) -> draft ids (numpy)
 
 
@@ -159,7 +178,9 @@ def install_eval(llm: Any, widest_batch: int) -> None:
 
     A verification batch is a decoding step, so it runs on the decoding threads (``n_threads``), not the prompt's
     (``n_threads_batch``, by default every core): measured on a busy 2-core machine, verification on both cores
-    stalled for seconds whenever another process took one of them, while decoding on one went on undisturbed."""
+    stalled for seconds whenever another process took one of them, while decoding on one went on undisturbed.
+    ``widest_batch`` is at most ``INVARIANT_ROWS`` (one decode: ``generate`` samples from the last decode's rows)."""
+    assert widest_batch <= INVARIANT_ROWS, widest_batch
     import llama_cpp
 
     def speculative_eval(tokens: Sequence[int]) -> None:
