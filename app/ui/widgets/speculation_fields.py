@@ -64,7 +64,8 @@ class SpeculationFields(QObject):
         self.mode.setToolTip(
             "Speculative decoding: a cheap guess proposes several tokens that the model checks in one step. N-gram "
             "lookup copies from the conversation (best when the reply repeats it); a draft model needs the same "
-            "tokenizer."
+            "tokenizer. It loads the model with flash attention, so that a checked guess is computed exactly as one "
+            "token at a time: at temperature 0 the reply is the same text, only sooner."
         )
         self.draft = _combo("speculative_draft")
         self.draft.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)  # file names are long
@@ -78,7 +79,8 @@ class SpeculationFields(QObject):
             "Replies generated at once on this model, each with its full context (continuous batching; the memory "
             "estimate refuses what does not fit): N > 1 runs chats in this window side by side too (several chats "
             "generating at once, with the local API server's requests; beyond N they wait in a visible queue). "
-            "Blank: chats one at a time. `serve --parallel N|auto` overrides it for the API server."
+            "Blank: chats one at a time. Replies run side by side are not speculative. `serve --parallel N|auto` "
+            "overrides it for the API server."
         )
         self.mode.currentIndexChanged.connect(self._mode_changed)
         self.draft.currentIndexChanged.connect(self._draft_changed)

@@ -536,7 +536,7 @@ class ChatPanel(ChatPanelLayout):
         """This chat's context use, in the status bar and the composer's meter: live from the engine while it
         generates, else as measured by the chat's last reply (0 for a new chat)."""
         engine = self.host.engine(self.workspace.engine)
-        model = engine.model if engine is not None else None
+        model = self.host.model_info(self.workspace.engine)  # on the parallel engine: its context per sequence
         total = model.n_ctx if model is not None else None
         session = self.session
         kv = engine.kv_usage() if engine is not None and session is not None and session.generating else None
