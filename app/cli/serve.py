@@ -81,8 +81,8 @@ def add_parser(verbs: argparse._SubParsersAction) -> None:
         default=None,
         metavar="N|auto",
         help="run up to N llama.cpp requests at once per model (continuous batching; each gets the full context), "
-        "over each model's own setting; auto: as many as fit by the memory estimate (up to 4). Default: each "
-        "model's setting, else one at a time",
+        "over each model's own setting; auto: as many as fit by the memory estimate (up to 4), whatever the models' "
+        "settings; 1: one at a time. Default: each model's setting, else as many as fit (as auto)",
     )
     add("--vllm-url", default=None, metavar="URL", help=f"serve this vLLM server's model too (key: ${VLLM_KEY_ENV})")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -209,8 +209,8 @@ def _parallel(text: str) -> int:
 
 def _parallel_line(n_parallel: int | None) -> str:
     if n_parallel is None:
-        return ("llama.cpp: one request at a time per model, unless the model's Parallel sequences setting says more "
-                "(--parallel N runs up to N at once).")  # fmt: skip
+        return ("llama.cpp: each model's Parallel sequences setting, else as many requests at once as fit by the "
+                "memory estimate, up to 4 (--parallel 1: one at a time).")  # fmt: skip
     if n_parallel == 0:
         return "llama.cpp: as many requests at once per model as fit by the memory estimate, up to 4 (--parallel auto)."
     return f"llama.cpp: up to {n_parallel} requests at once per model, each with its full context (--parallel)."

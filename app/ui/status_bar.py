@@ -94,6 +94,14 @@ class AppStatusBar(QStatusBar):
         self.backend_label.setText(f"{ENGINE_NAMES.get(kind, kind)}: {state.kind}")
         self.backend_label.setToolTip(f"{state.detail}\nClick to move this chat to another engine or model.".strip())
 
+    def show_parallel(self, kind: str, slots: int) -> None:
+        """The chats' model runs on the parallel engine: up to ``slots`` replies at once."""
+        self.backend_label.setText(f"{ENGINE_NAMES.get(kind, kind)}: {slots} at once")
+        self.backend_label.setToolTip(
+            f"The model generates up to {slots} replies at once (Parallel sequences); the Monitor shows its slots.\n"
+            "Click to move this chat to another engine or model."
+        )
+
     def show_model(self, model: ModelInfo | None) -> None:
         name = model_display_name(model.name, model.path) if model else "No model loaded"
         self.model_label.set_full_text(name)

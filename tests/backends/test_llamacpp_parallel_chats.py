@@ -146,6 +146,24 @@ async def test_the_prompt_renders_as_the_single_worker_renders_it(tiny_gguf):
 
 
 @sync
+async def test_a_greedy_reply_with_a_repeat_penalty_is_the_single_workers_text(long_context_gguf):
+    sampling = SamplingParams(temperature=0.0, repeat_penalty=1.3, frequency_penalty=0.2, max_tokens=40)
+    chats = await _started(ParallelChats(), 2, 1024, long_context_gguf)
+    try:
+        penalised = await _text(chats.stream_chat(CHAT, sampling))
+        plain = await _text(chats.stream_chat(CHAT, SamplingParams(temperature=0.0, max_tokens=40)))
+    finally:
+        await chats.close()
+    worker = LlamaCppBackend()
+    try:
+        await worker.load(str(long_context_gguf), LoadParams(n_ctx=1024, n_threads=1))
+        assert penalised == "".join([d.text async for d in worker.stream_chat(CHAT, sampling)])
+    finally:
+        await worker.close()
+    assert penalised != plain  # the premise: the penalty changes this reply
+
+
+@sync
 async def test_a_crashed_child_fails_the_replies_in_flight(long_context_gguf):
     chats = await _started(ParallelChats(), 2, 4096, long_context_gguf)
     try:

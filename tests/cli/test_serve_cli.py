@@ -5,6 +5,7 @@ address other machines reach without a key, and a port in use, exit 2 with the r
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -123,12 +124,14 @@ def test_serve_loads_a_model_with_its_saved_context_and_ctx_overrides_it(tmp_pat
     code, err = _one_request(_serve("--port", "0", "--models-dir", str(tmp_path)), "served-model")
     assert code == 0, err[-3000:]
     assert "each model loads with its own setting (default 4,096 tokens" in err  # the banner says the rule
-    assert "loaded served-model (llamacpp) for an API request, context 1,024 tokens" in err  # its saved context
+    # as many requests at once as fit (the default), each sequence with the model's saved context
+    loaded = r"loaded served-model \(llamacpp\) for [1-4] parallel API requests, context 1,024 tokens each"
+    assert re.search(loaded, err), err[-3000:]
 
     code, err = _one_request(_serve("--port", "0", "--models-dir", str(tmp_path), "--ctx", "1536"), "served-model")
     assert code == 0, err[-3000:]
     assert "every model loads with 1,536 tokens (--ctx)" in err
-    assert "for an API request, context 1,536 tokens" in err  # --ctx over the model's own
+    assert "parallel API requests, context 1,536 tokens each" in err  # --ctx over the model's own
 
 
 @pytest.mark.parametrize(

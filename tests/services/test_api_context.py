@@ -3,6 +3,8 @@
 its turn, with a larger one (rounded up, at most the trained context) and the request log says so; a prompt that
 cannot fit is a 400 naming the figures and the setting; a model the window loaded is reloaded only while the window
 is not waiting for it. Ollama gets the larger context as its ``num_ctx``; vLLM's refusal names ``--max-model-len``.
+The servers here run one request at a time (``n_parallel=1``): this is the single worker's part; the parallel
+engine's is in test_api_parallel.
 """
 
 from __future__ import annotations
@@ -114,19 +116,19 @@ def test_a_context_size_out_of_range_is_refused_with_the_setting():
 
 # --- the server -------------------------------------------------------------------------------------------------
 def test_the_server_loads_each_model_with_its_own_context_and_serve_ctx_overrides_it(folder, tmp_path):
-    with ApiHarness(folder, ServerConfig(port=0), settings_file=tmp_path / "a.json") as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1), settings_file=tmp_path / "a.json") as api:
         _settings(api, folder, "roomy.gguf", 1536)
         api.openai().chat.completions.create(model="roomy", messages=HI, max_tokens=2)
         assert [e.info.n_ctx for e in _loads(api)] == [1536]  # the model's saved context
         assert api.finished_records()[-1].n_ctx == 1536
-    with ApiHarness(folder, ServerConfig(port=0, n_ctx=2560), settings_file=tmp_path / "b.json") as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1, n_ctx=2560), settings_file=tmp_path / "b.json") as api:
         _settings(api, folder, "roomy.gguf", 1536)
         api.anthropic().messages.create(model="roomy", max_tokens=2, messages=HI)
         assert [(e.params.n_ctx, e.info.n_ctx) for e in _loads(api)] == [(2560, 2560)]  # --ctx wins
 
 
 def test_a_request_longer_than_the_loaded_context_reloads_it_larger_and_the_log_says_so(folder, tmp_path):
-    with ApiHarness(folder, ServerConfig(port=0), settings_file=tmp_path / "s.json") as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1), settings_file=tmp_path / "s.json") as api:
         _settings(api, folder, "roomy.gguf", 512)
         tokens = api.anthropic().messages.count_tokens(model="roomy", messages=LONG).input_tokens
         assert 512 < tokens < 8192 - 1024  # the test's premise: it needs a reload, and one fits
@@ -153,7 +155,7 @@ def test_a_prompt_beyond_the_trained_context_is_a_400_naming_the_figures_and_the
     import anthropic
     import openai
 
-    with ApiHarness(folder, ServerConfig(port=0), settings_file=tmp_path / "s.json") as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1), settings_file=tmp_path / "s.json") as api:
         _settings(api, folder, "short.gguf", 512)
         tokens = api.anthropic().messages.count_tokens(model="short", messages=LONG).input_tokens
         assert tokens > 1024  # the premise: longer than the model was trained on
@@ -177,7 +179,7 @@ def test_a_prompt_beyond_the_trained_context_is_a_400_naming_the_figures_and_the
 
 def test_a_model_the_window_loaded_is_reloaded_when_the_window_is_idle_and_stays_the_windows(folder):
     entry = str(folder / "roomy.gguf")
-    with ApiHarness(folder, ServerConfig(port=0, idle_ttl_s=0.2)) as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1, idle_ttl_s=0.2)) as api:
         api.run(api.host.load(entry, LoadParams(n_ctx=512)))  # the window's load
         api.openai().chat.completions.create(model="roomy", messages=LONG, max_tokens=4)
         assert [e.info.n_ctx for e in _loads(api)] == [512, _loads(api)[-1].info.n_ctx] and len(_loads(api)) == 2
@@ -191,7 +193,7 @@ def test_a_model_the_window_waits_for_is_not_reloaded_under_it(folder):
 
     entry = str(folder / "roomy.gguf")
     kind = EngineKind.LLAMACPP
-    with ApiHarness(folder, ServerConfig(port=0)) as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1)) as api:
         api.run(api.host.load(entry, LoadParams(n_ctx=512)))
         release = api.run(_make_event())
         holding = asyncio.run_coroutine_threadsafe(_hold(api.host, entry, release), api.background.loop)
@@ -244,7 +246,7 @@ def test_the_starter_model_takes_a_long_prompt_by_growing_its_context(tmp_path_f
     models = tmp_path_factory.mktemp("starter")
     starter_model.ensure_starter_model(models)
     text = "The quick brown fox jumps over the lazy dog while the farmer sleeps in the sun. " * 260
-    with ApiHarness(models, ServerConfig(port=0), settings_file=models / "settings.json") as api:
+    with ApiHarness(models, ServerConfig(port=0, n_parallel=1), settings_file=models / "settings.json") as api:
         name = api.openai().models.list().data[0].id
         long = [{"role": "user", "content": text}]
         tokens = api.anthropic().messages.count_tokens(model=name, messages=long).input_tokens
@@ -260,7 +262,7 @@ def test_ollama_is_reloaded_with_the_num_ctx_the_request_needs():
     with FakeOllama() as ollama:
         ollama.add_model("llama3.2:latest", context_length=32768)
         lister = ollama_lister(SharedOllama(lambda: ollama.host))
-        with ApiHarness(None, ServerConfig(port=0), list_ollama=lister, ollama_host=ollama.host) as api:
+        with ApiHarness(None, ServerConfig(port=0, n_parallel=1), list_ollama=lister, ollama_host=ollama.host) as api:
             long = [{"role": "user", "content": "word " * 4000}]  # ~6,700 tokens by the rough estimate
             api.openai().chat.completions.create(model="llama3.2", messages=long, max_tokens=50)
             wanted = wanted_context(ContextNeed(long).estimate(), 50, 32768)

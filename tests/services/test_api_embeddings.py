@@ -2,7 +2,10 @@
 ``openai`` SDK: a chat model answers embeddings on its loaded chat context (3 rounds of embed + chat = 1 load, the
 same reply as without the embedding); a separate embedding GGUF stays loaded beside the chat model in the engine
 host's embedding slot (2 loads in all, both stay), with its own idle TTL; where it does not fit by the memory
-estimate it takes the chat model's place, as before, and says so in the log; ``usage`` counts the inputs' tokens."""
+estimate it takes the chat model's place, as before, and says so in the log; ``usage`` counts the inputs' tokens.
+The servers here run one request at a time (``n_parallel=1``): this is the single worker's part; the parallel
+engine's is in test_api_parallel.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ def folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(folder, tmp_path_factory):
     settings = tmp_path_factory.mktemp("settings") / "model-settings.json"  # the starter gets its shipped preset
-    with ApiHarness(folder, ServerConfig(port=0), settings_file=settings) as harness:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1), settings_file=settings) as harness:
         yield harness
 
 
@@ -118,7 +121,8 @@ def test_the_embedding_slot_unloads_after_its_own_idle_time_and_the_chat_model_s
 
 
 def test_the_servers_idle_ttl_applies_to_the_slot_on_its_own(folder, tmp_path):
-    with ApiHarness(folder, ServerConfig(port=0, idle_ttl_s=0.3), settings_file=tmp_path / "s.json") as api:
+    config = ServerConfig(port=0, n_parallel=1, idle_ttl_s=0.3)
+    with ApiHarness(folder, config, settings_file=tmp_path / "s.json") as api:
         chat(api, extra_body={"keep_alive": -1})  # the chat model stays whatever the server's TTL
         embed(api, EMBED, ["the cat sat"])
         assert api.wait_for(lambda: any(isinstance(e, EmbeddingModelUnloaded) for e in api.events), 30)

@@ -1,6 +1,9 @@
 """The API server's hold on models, observed in the engine host: a load on first use with the model's saved
 settings, the idle time after which it unloads (and a request's ``keep_alive``/``ttl``), a client that leaves
-mid-stream stopping the worker at once, and the bounded line for llama.cpp (503 OpenAI / 529 Anthropic)."""
+mid-stream stopping the worker at once, and the bounded line for llama.cpp (503 OpenAI / 529 Anthropic).
+The servers here run one request at a time (``n_parallel=1``): this is the single worker's part; the parallel
+engine's is in test_api_parallel.
+"""
 
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def _loads(api, kind=ModelLoaded):
 
 def test_a_model_loads_on_first_use_with_its_saved_settings_and_unloads_when_idle(folder, tmp_path):
     settings = tmp_path / "model-settings.json"
-    with ApiHarness(folder, ServerConfig(port=0, idle_ttl_s=0.6), settings_file=settings) as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1, idle_ttl_s=0.6), settings_file=settings) as api:
         api.settings.set(str(folder / "tiny-a.gguf"), ModelSettings(load=LoadParams(n_ctx=1024)))
         assert api.host.loaded(EngineKind.LLAMACPP) is None
         api.openai().chat.completions.create(model="tiny-a", messages=HI, max_tokens=2)
@@ -59,7 +62,7 @@ def test_a_jit_load_that_will_not_fit_is_refused_with_the_estimate_and_nothing_l
     import openai
 
     settings = tmp_path / "model-settings.json"
-    with ApiHarness(folder, ServerConfig(port=0), settings_file=settings) as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1), settings_file=settings) as api:
         api.settings.set(str(folder / "tiny-a.gguf"), ModelSettings(load=LoadParams(n_ctx=999_999_999)))
         with pytest.raises(openai.BadRequestError) as refused:
             api.openai().chat.completions.create(model="tiny-a", messages=HI, max_tokens=2)
@@ -69,7 +72,7 @@ def test_a_jit_load_that_will_not_fit_is_refused_with_the_estimate_and_nothing_l
 
 
 def test_a_model_loaded_by_someone_else_stays_loaded(folder):
-    with ApiHarness(folder, ServerConfig(port=0, idle_ttl_s=0.2)) as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1, idle_ttl_s=0.2)) as api:
         api.run(api.host.load(str(folder / "tiny-a.gguf"), LoadParams(n_ctx=512)))
         api.openai().chat.completions.create(model="tiny-a", messages=HI, max_tokens=2)
         assert not api.wait_for(lambda: _loads(api, ModelUnloaded), 1.0)
@@ -77,7 +80,7 @@ def test_a_model_loaded_by_someone_else_stays_loaded(folder):
 
 
 def test_a_client_that_leaves_mid_stream_stops_the_worker(folder):
-    with ApiHarness(folder, ServerConfig(port=0)) as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1)) as api:
         stream = api.openai().chat.completions.create(model="endless", messages=HI, max_tokens=LONG, stream=True)
         pieces = 0
         for chunk in stream:
@@ -100,7 +103,7 @@ def test_beyond_the_queue_limit_requests_are_refused_503_and_529(folder):
     import anthropic
     import openai
 
-    with ApiHarness(folder, ServerConfig(port=0, max_queue=1)) as api:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1, max_queue=1)) as api:
         first = api.openai().chat.completions.create(model="endless", messages=HI, max_tokens=LONG, stream=True)
         next(iter(first))  # generating
         waiting_result: list[object] = []

@@ -12,9 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from app.core.memory.fit import MachineMemory
+from app.core.memory.parallel_fit import DEFAULT_MOST_SLOTS
+from app.core.params import LoadParams
 from app.services.api.config import ServerConfig
 from app.services.api.records import RequestState
-from app.services.engines.events import ParallelSlotsChanged, ParallelSnapshot
+from app.services.engines.events import ModelLoaded, ParallelSlotsChanged, ParallelSnapshot
+from app.services.engines.parallel_slots import ParallelLoad
+from app.services.model_settings import ModelSettings
 from tests.support.api_harness import ApiHarness
 from tests.support.gguf_factory import write_tiny_gguf
 
@@ -175,3 +179,39 @@ def test_the_idle_time_unloads_the_parallel_engine(tmp_path):
         assert harness.wait_for(lambda: _snapshot(harness).entry is None)  # unloaded: its memory is free
         reply = harness.openai().chat.completions.create(model="tiny-8k", messages=HI, max_tokens=2)
         assert reply.usage is not None and reply.usage.completion_tokens == 2  # and loaded again when asked
+
+
+def _parallel_load(api: ApiHarness) -> ParallelLoad | None:
+    async def read() -> ParallelLoad | None:
+        assert api.host is not None
+        return api.host.parallel.loaded
+
+    return api.run(read())
+
+
+def test_by_default_a_model_runs_as_many_requests_as_fit_and_its_setting_or_keep_alive_decide(tmp_path):
+    write_tiny_gguf(tmp_path / "tiny-auto.gguf", name="tiny-auto", never_eos=True)
+    write_tiny_gguf(tmp_path / "tiny-one.gguf", name="tiny-one", never_eos=True)
+    config = ServerConfig(port=0, idle_ttl_s=0.3)
+    with ApiHarness(tmp_path, config, settings_file=tmp_path / "settings.json") as api:
+        assert api.settings is not None and api.host is not None
+        api.settings.set(str(tmp_path / "tiny-one.gguf"), ModelSettings(load=LoadParams(n_parallel=1)))
+        ask = api.openai().chat.completions.create
+        reply = ask(model="tiny-auto", messages=HI, max_tokens=3, extra_body={"keep_alive": -1})
+        assert reply.usage.completion_tokens == 3
+        load = _parallel_load(api)
+        assert load is not None and load.entry.endswith("tiny-auto.gguf")
+        assert load.slots == DEFAULT_MOST_SLOTS  # by the memory estimate: a tiny model's 4 fit any machine
+        assert not any(isinstance(e, ModelLoaded) for e in api.events)  # the single worker was not needed
+        states = {m["id"]: m["state"] for m in api.http().get("/v1/models").json()["data"]}
+        assert states["tiny-auto"] == "loaded" and states["tiny-one"] == "not-loaded"
+        record = api.finished_records("chat.completions")[-1]
+        assert record.note == f"loaded for {DEFAULT_MOST_SLOTS} parallel requests"
+        assert not api.wait_for(lambda: _parallel_load(api) is None, 1.0)  # keep_alive -1: past the server's 0.3 s
+
+        one = ask(model="tiny-one", messages=HI, max_tokens=2)
+        assert one.usage.completion_tokens == 2  # its setting: one at a time, on the single worker
+        assert [e.entry for e in api.events if isinstance(e, ModelLoaded)] == [str(tmp_path / "tiny-one.gguf")]
+
+        ask(model="tiny-auto", messages=HI, max_tokens=2, extra_body={"keep_alive": 0})
+        assert api.wait_for(lambda: _parallel_load(api) is None, 30)  # unloaded once the request ended

@@ -277,6 +277,11 @@ def test_calls_come_out_of_the_reply_parallel_and_never_from_inside_the_thinking
 
 
 def test_embeddings_come_from_a_chat_model_without_loading_it_for_embeddings(api):
+    with ApiHarness(api.folder, ServerConfig(port=0, n_parallel=1)) as one:  # chats on the single worker
+        _embeddings_from_the_chat_model(one)
+
+
+def _embeddings_from_the_chat_model(api):
     result = api.openai().embeddings.create(model="tiny-chat", input=["the cat sat", "a journey", "the cat sat"])
     vectors = [d.embedding for d in result.data]
     assert [d.index for d in result.data] == [0, 1, 2] and len(vectors[0]) == 64

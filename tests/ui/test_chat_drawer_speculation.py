@@ -66,7 +66,9 @@ def test_draft_picker_checks_off_the_qt_thread_and_explains_the_rest(qloop, qtbo
         params = fields.apply(LoadParams())
         assert (params.speculative, params.n_parallel) == (f"draft:{files['draft']}", 2)
         fields.n_parallel.setValue(0)
-        assert fields.apply(LoadParams()).n_parallel is None  # blank: one at a time
+        assert fields.n_parallel.text() == "auto" and fields.apply(LoadParams()).n_parallel is None  # the estimate
+        fields.n_parallel.setValue(1)
+        assert fields.apply(LoadParams()).n_parallel == 1  # one at a time, on the API server too
         await fields.set_model(str(files["other"]), [str(files["model"]), str(files["projector"])])
         assert fields.draft_note.text() == NO_DRAFTS and not fields.draft.isEnabled()
         assert fields.speculative() == "off"

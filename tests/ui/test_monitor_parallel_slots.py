@@ -71,7 +71,7 @@ def test_slots_states_cells_clients_and_the_queue_from_host_events(qloop, make_p
             with window_frame(panel) as frame:
                 view = panel.slots_view
                 assert view.title_label.text() == "llama.cpp parallel slots: off"
-                assert "serve --parallel N" in view.off_text.text() and "Parallel sequences" in view.off_text.text()
+                assert "API server" in view.off_text.text() and "Parallel sequences" in view.off_text.text()
                 assert view.off_text.isVisible() and not view.table.isVisible()
                 await capture(panel, frame, "off", theme)
                 emit(panel, BUSY)

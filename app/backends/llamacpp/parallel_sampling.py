@@ -1,9 +1,11 @@
 """Per-sequence sampling for the parallel engine: a llama.cpp sampler chain built from a request's settings.
 
-Temperature 0 (or below) is greedy: the argmax of the sequence's logits read with numpy, which is cheaper than
-llama.cpp's greedy sampler (that one first copies the whole vocabulary — 262k entries on Gemma 3 — into a
-candidate array). Otherwise the chain is penalties → top-k → typical → top-p → min-p → temperature → a seeded
-draw, in llama-cpp-python's order; each step reads only the logits of the sequence's own output row.
+Temperature 0 (or below) is greedy. Without penalties that is the argmax of the sequence's logits read with numpy,
+which is cheaper than llama.cpp's greedy sampler (that one first copies the whole vocabulary — 262k entries on
+Gemma 3 — into a candidate array); with a repeat, frequency or presence penalty it is penalties → greedy, as
+llama-cpp-python samples at temperature 0 (the penalties see the reply's own tokens, the last ``repeat_last_n``:
+the chain accepts each token it samples). Otherwise the chain is penalties → top-k → typical → top-p → min-p →
+temperature → a seeded draw, in llama-cpp-python's order; each step reads only the sequence's own output row.
 """
 
 from __future__ import annotations
@@ -35,14 +37,18 @@ class SamplingSettings:
     def greedy(self) -> bool:
         return self.temperature <= 0
 
+    @property
+    def penalised(self) -> bool:
+        return self.repeat_penalty != 1.0 or bool(self.frequency_penalty) or bool(self.presence_penalty)
+
 
 class SeqSampler:
     """Samples one sequence's next token from its row of the batch's logits; ``close()`` frees the chain."""
 
-    def __init__(self, llama_cpp: Any, settings: SamplingSettings) -> None:
+    def __init__(self, llama_cpp: Any, settings: SamplingSettings, n_vocab: int) -> None:
         self._l = llama_cpp
         self.settings = settings
-        self._chain = None if settings.greedy else _chain(llama_cpp, settings)
+        self._chain = None if settings.greedy and not settings.penalised else _chain(llama_cpp, settings, n_vocab)
 
     def sample(self, ctx: Any, row: int, logits_row: Any) -> int:
         """``row``: the token's index in the batch; ``logits_row``: a numpy view of its logits (greedy reads it)."""
@@ -56,11 +62,14 @@ class SeqSampler:
             self._chain = None
 
 
-def _chain(l: Any, s: SamplingSettings) -> Any:  # noqa: E741 (llama_cpp, short: the calls read as llama.cpp's)
+def _chain(l: Any, s: SamplingSettings, n_vocab: int) -> Any:  # noqa: E741 (llama_cpp: the calls read as its)
     chain = l.llama_sampler_chain_init(l.llama_sampler_chain_default_params())
     add = l.llama_sampler_chain_add
-    if s.repeat_penalty != 1.0 or s.frequency_penalty or s.presence_penalty:
-        add(chain, _penalties(l, s))
+    if s.penalised:
+        add(chain, _penalties(l, s, n_vocab))
+    if s.greedy:
+        add(chain, l.llama_sampler_init_greedy())
+        return chain
     if s.top_k > 0:
         add(chain, l.llama_sampler_init_top_k(s.top_k))
     if 0 < s.typical_p < 1:
@@ -75,13 +84,10 @@ def _chain(l: Any, s: SamplingSettings) -> Any:  # noqa: E741 (llama_cpp, short:
     return chain
 
 
-def _penalties(l: Any, s: SamplingSettings) -> Any:  # noqa: E741
-    """llama.cpp's ``llama_sampler_init_penalties(last_n, repeat, freq, present)``. llama-cpp-python 0.3.x declares
-    an older, five-argument form (``n_vocab`` first); the C function reads its int from the first integer argument
-    and its floats from the float registers, so the window goes first there and the extra int is ignored."""
-    try:
-        return l.llama_sampler_init_penalties(s.repeat_last_n, s.repeat_penalty, s.frequency_penalty,
-                                              s.presence_penalty)  # fmt: skip
-    except TypeError:
-        return l.llama_sampler_init_penalties(s.repeat_last_n, 0, s.repeat_penalty, s.frequency_penalty,
-                                              s.presence_penalty)  # fmt: skip
+def _penalties(l: Any, s: SamplingSettings, n_vocab: int) -> Any:  # noqa: E741
+    """The penalties sampler made exactly as llama-cpp-python makes it for the single worker
+    (``LlamaSampler.add_penalties``: ``n_vocab, penalty_last_n, repeat, freq, present``), so both engines penalise
+    the same tokens. Measured: made as ``(repeat_last_n, 0, …)`` it penalised nothing in this build (the same greedy
+    text with penalties 1.0 and 1.3), while the worker's text changed."""
+    return l.llama_sampler_init_penalties(n_vocab, s.repeat_last_n, s.repeat_penalty, s.frequency_penalty,
+                                          s.presence_penalty)  # fmt: skip

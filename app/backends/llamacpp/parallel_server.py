@@ -102,7 +102,7 @@ class Server:
         settings = SamplingSettings.of({**sampling, "repeat_last_n": self._repeat_last_n})
         max_tokens = sampling.get("max_tokens")
         return Request(command.get("id"), tokens, stops, int(max_tokens) if max_tokens else None,
-                       SeqSampler(self.renderer._l, settings))  # fmt: skip
+                       SeqSampler(self.renderer._l, settings, self.renderer.llm.n_vocab()))  # fmt: skip
 
     def run(self, inbox: queue.Queue[dict[str, Any] | None]) -> None:
         closing, reported = False, 0.0

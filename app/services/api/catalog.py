@@ -105,13 +105,18 @@ class ModelCatalog:
             return list(self._models)
 
     def is_loaded(self, model: ServedModel) -> bool:
-        """Whether ``model`` is in memory now: loaded in its engine, or served by a server that loaded it itself
-        (vLLM)."""
+        """Whether ``model`` is in memory now: loaded in its engine (llama.cpp: its worker, its embedding slot or
+        its parallel engine), or served by a server that loaded it itself (vLLM)."""
         if not self._host.facts(model.engine).loads_models:
             return True
         loaded = self._host.loaded(model.engine)
-        slot = self._host.embedding_slot if model.engine is EngineKind.LLAMACPP else None
-        return (loaded is not None and loaded.entry == model.entry) or (slot is not None and slot.holds(model.entry))
+        if loaded is not None and loaded.entry == model.entry:
+            return True
+        if model.engine is not EngineKind.LLAMACPP:
+            return False
+        slot, parallel = self._host.embedding_slot, self._host.parallel.loaded
+        in_slot = slot is not None and slot.holds(model.entry)
+        return in_slot or (parallel is not None and parallel.entry == model.entry)
 
     async def resolve(self, name: object) -> ServedModel:
         """The model a request names; ApiError 404 listing the models when there is none, 400 when ambiguous."""

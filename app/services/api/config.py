@@ -41,7 +41,7 @@ class ServerConfig:
     state_dir: Path | None = None  # the app's data folder (stored responses, model ids); None: in memory only
     n_ctx: int | None = None  # the context every model the server loads gets (``serve --ctx``); None: each model's
     # llama.cpp requests run side by side, up to this many at once per model (``serve --parallel N``); 0: as many as
-    # fit by the memory estimate (up to 4); None: each model's own setting (``LoadParams.n_parallel``; unset: one)
+    # fit by the memory estimate (up to 4); None: each model's own setting (``LoadParams.n_parallel``), else as 0
     n_parallel: int | None = None
     # A streamed reply whose first token takes longer than this starts without it (its opening events, then a
     # ping every ``ping_interval_s``): clients that give up on a silent connection (Claude Code after ~3 min) wait.

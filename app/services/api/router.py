@@ -169,12 +169,11 @@ class ModelRouter:
 
     async def parallel_slots(self, model: ServedModel) -> int:
         """How many requests run side by side on ``model`` (1: one at a time, on the single worker): llama.cpp only,
-        ``serve --parallel`` over the model's setting; neither set means one."""
+        ``serve --parallel`` over the model's setting; neither set: as many as fit by the memory estimate, up to 4
+        (one where N copies of the context will not fit beside what is in memory now)."""
         if model.engine is not EngineKind.LLAMACPP:
             return 1
         params = self._load_params(model, False)
-        if self.n_parallel is None and params.n_parallel is None:
-            return 1
         if self.n_parallel == 0:  # auto: what fits by the memory estimate, whatever the model's setting
             return await self._host.parallel.slots_for(model.entry, replace(params, n_parallel=None), None)
         return await self._host.parallel.slots_for(model.entry, params, self.n_parallel)
@@ -197,11 +196,12 @@ class ModelRouter:
     @contextlib.asynccontextmanager
     async def serving_parallel(
         self, model: ServedModel, slots: int, *, on_loading: Callable[[], None] | None = None,
-        client: str | None = None, label: str | None = None,
+        client: str | None = None, label: str | None = None, keep_alive: object = None,
     ) -> AsyncIterator[Lease]:  # fmt: skip
         """Hold ``model`` on the parallel llama.cpp engine for one request (loaded there with ``slots`` sequences,
         each with the model's context, if it is not); raises ApiError when N × context will not fit or the engine
-        cannot start. It waits for a free slot in the engine, not here."""
+        cannot start. It waits for a free slot in the engine, not here. Idle afterwards, the model unloads after
+        ``keep_alive`` seconds (Ollama's; negative: it stays), else the server's idle time."""
         params = self._load_params(model, False)
         if self._host.parallel.snapshot().waiting >= self.max_queue:
             raise overloaded(
@@ -213,13 +213,17 @@ class ModelRouter:
                 use = await stack.enter_async_context(self._host.parallel.use(model.entry, params, slots, on_loading))
             except AppError as exc:
                 raise _load_error(model, exc) from exc
+            if use.loaded_here:
+                log.info("loaded %s (%s) for %d parallel API requests, context %s tokens each", model.id, model.engine,
+                         slots, f"{use.load.info.n_ctx:,}")  # fmt: skip
             turn = ParallelTurn(self._host, model.engine, model.entry, use.load.info, use.loaded_here, use.load_ms,
                                 use=use, client=client, label=label)  # fmt: skip
             try:
                 yield Lease(model, turn, f"loaded for {slots} parallel requests" if use.loaded_here else None)
-            finally:
-                if self.idle_ttl_s is not None:  # the server's idle time; a later request cancels it
-                    self._host.parallel.unload_after(self.idle_ttl_s)
+            finally:  # a later request cancels the idle timer
+                ttl = float(keep_alive) if isinstance(keep_alive, int | float) else self.idle_ttl_s
+                if ttl is not None and ttl >= 0:
+                    self._host.parallel.unload_after(ttl)
 
     @contextlib.asynccontextmanager
     async def _turn(

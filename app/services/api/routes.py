@@ -271,7 +271,7 @@ class Api:
             reason = await self.router.beyond_a_slot(model, ContextNeed.of(call))
         if slots > 1 and reason is None:
             label = f"#{tracker.record.id}"
-            parallel = self.router.serving_parallel(model, slots, on_loading=on_loading,
+            parallel = self.router.serving_parallel(model, slots, on_loading=on_loading, keep_alive=call.keep_alive,
                                                     client=tracker.record.client, label=label)  # fmt: skip
             return parallel, None
         note = f"one at a time on the single llama.cpp worker: {reason}" if reason else None

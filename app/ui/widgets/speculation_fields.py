@@ -4,8 +4,8 @@ Speculative decoding is Off, N-gram lookup (no second model) or a Draft model fr
 lists the library's GGUFs that can draft for the model first; the others are disabled with the failed check's
 words as their tooltip (``app.core.gguf.draft_compat``). The headers are read off the Qt thread; projector files
 are never listed. Values travel as ``LoadParams.speculative`` ("off" | "ngram" | "draft:<path>") and
-``LoadParams.n_parallel`` (None: one at a time, unless ``serve --parallel auto`` picks N from the estimate; N > 1
-runs the window's chats side by side on the parallel engine too).
+``LoadParams.n_parallel`` (None, shown "auto": the API server runs as many as fit by the memory estimate, chats
+one at a time; 1: one at a time; N > 1 runs the window's chats side by side on the parallel engine too).
 """
 
 from __future__ import annotations
@@ -74,13 +74,14 @@ class SpeculationFields(QObject):
         self.n_parallel = QSpinBox()
         self.n_parallel.setObjectName("n_parallel")
         self.n_parallel.setRange(0, MAX_PARALLEL)
-        self.n_parallel.setSpecialValueText("one at a time")
+        self.n_parallel.setSpecialValueText("auto")
         self.n_parallel.setToolTip(
             "Replies generated at once on this model, each with its full context (continuous batching; the memory "
-            "estimate refuses what does not fit): N > 1 runs chats in this window side by side too (several chats "
-            "generating at once, with the local API server's requests; beyond N they wait in a visible queue). "
-            "Blank: chats one at a time. Replies run side by side are not speculative. `serve --parallel N|auto` "
-            "overrides it for the API server."
+            "estimate refuses what does not fit). Auto: the local API server runs as many requests at once as fit "
+            "(up to 4), chats one at a time. 1: one at a time. 2 or more: up to that many, chats in this window "
+            "too (several chats generating at once, with the API server's requests; beyond N they wait in a "
+            "visible queue). Replies run side by side are not speculative. `serve --parallel N|auto` overrides it "
+            "for the API server."
         )
         self.mode.currentIndexChanged.connect(self._mode_changed)
         self.draft.currentIndexChanged.connect(self._draft_changed)

@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import QWidget
 
+from app.backends.protocol import BackendState
 from app.core.chat.conversation import Attachment, Conversation, Message, OverflowPolicy, Role
 from app.core.chat.overflow import when_full
 from app.core.modelfile.parser import Modelfile
@@ -600,13 +601,27 @@ class ChatPanel(ChatPanelLayout):
         if isinstance(event, VllmEndpointChanged):
             self._offer_vllm_entries()
         elif isinstance(event, EngineStateChanged) and event.engine is self.workspace.engine:
-            self.status.show_state(event.state, str(event.engine))
+            self._show_engine_state(event.state)
         elif isinstance(event, ModelLoaded | ModelUnloaded) and event.engine is self.workspace.engine:
             self.thinking.refresh()
+            self._show_engine_state(None)
         if isinstance(event, ModelUnloaded) and event.engine is self.workspace.engine:
             self.model_bar.set_loaded(None)
             self.status.show_model(None)
             self.show_context()
+
+    def _show_engine_state(self, state: BackendState | None) -> None:
+        """The chat engine's state in the status bar; while the chats' llama.cpp model runs on the parallel engine,
+        that (the single worker may be stopped meanwhile: it is not what the chats use)."""
+        kind = self.workspace.engine
+        loaded = self.host.loaded(kind)
+        if loaded is not None and loaded.parallel > 1:
+            self.status.show_parallel(str(kind), loaded.parallel)
+            return
+        engine = self.host.engine(kind)
+        state = state or (engine.state if engine is not None else None)
+        if state is not None:
+            self.status.show_state(state, str(kind))
 
     def _offer_vllm_entries(self) -> None:
         endpoint = self.host.vllm_endpoint

@@ -16,9 +16,10 @@ from app.ui.style.theme import SPACE_M, SPACE_S, set_role
 
 TITLE = "llama.cpp parallel slots"
 OFF_TEXT = (
-    "The API server runs llama.cpp requests one at a time. To run several at once, each with its full "
-    "context, start it with llm-workstation serve --parallel N, or set Parallel sequences above 1 for the model "
-    "in the Chat drawer or the Library. Its slots, their clients and the queue show here."
+    "No llama.cpp model runs requests side by side now. The API server does it as soon as it serves a llama.cpp "
+    "model (as many at once as fit, unless Parallel sequences says otherwise), and chats do it on a model whose "
+    "Parallel sequences is 2 or more (the Chat drawer or the Library). Its slots, their clients and the queue "
+    "show here."
 )
 STATE_NAMES = {"idle": "idle", "prefilling": "prefill", "decoding": "generating"}
 STATE_ROLES = {"idle": "muted", "prefilling": "tight", "decoding": "fits"}
