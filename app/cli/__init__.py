@@ -55,6 +55,7 @@ VERB_MODULES = (
     "chats",
     "mcp",
     "launch",
+    "docs",
 )
 
 

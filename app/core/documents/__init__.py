@@ -1,0 +1,1 @@
+"""Documents: pure logic for the document index — which files are documents, chunking, keyword queries."""
