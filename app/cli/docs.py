@@ -118,7 +118,11 @@ def _list(store: object, args: argparse.Namespace) -> int:
     files = store.files(args.collection)
     if args.json:
         body = [
-            {**asdict(summary), "files": [_file_json(f) for f in files if f.collection == summary.name]}
+            {
+                **asdict(summary),
+                "file_count": summary.files,
+                "files": [_file_json(f) for f in files if f.collection == summary.name],
+            }
             for summary in summaries
         ]
         print(json.dumps({"collections": body}, indent=2))

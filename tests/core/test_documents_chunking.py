@@ -81,3 +81,11 @@ def test_file_types_and_ignored_folders() -> None:
     assert document_kind(PurePath("image.png")) is None
     assert document_kind(PurePath("notes.md"), parse_extensions("pdf, .txt")) is None
     assert is_ignored_dir(".git") and is_ignored_dir("node_modules") and not is_ignored_dir("docs")
+
+
+def test_a_heading_never_ends_a_chunk_apart_from_its_text() -> None:
+    text = _sentences(5) + "\n\n# Late heading\n\n" + " ".join(["long"] * 250) + "."  # a 1,250-char paragraph
+    offset = text.index("# Late")
+    chunks = chunk_text(PageText(text, None, ((offset, "Late heading"),)), target_chars=1200, overlap_chars=100)
+    assert all(not c.text.endswith("# Late heading") for c in chunks)
+    assert any(c.text.startswith("# Late heading") and c.heading == "Late heading" for c in chunks)

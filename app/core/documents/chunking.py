@@ -78,8 +78,10 @@ def chunk_text(
         size = span[1] - current[0][0] if current else 0
         at_heading = bool(current) and span[0] in heading_set and size >= target_chars // 2
         if current and (at_heading or span[1] - current[0][0] > target_chars):
+            heading_last = len(current) > 1 and current[-1][0] in heading_set  # it goes with what follows it
+            carried = [current.pop()] if heading_last else []
             chunks.append(_make_chunk(page, current, heading_before))
-            current = [] if at_heading else _overlap(current, overlap_chars)
+            current = carried if (at_heading or heading_last) else _overlap(current, overlap_chars)
         current.append(span)
     if current:
         chunks.append(_make_chunk(page, current, heading_before))

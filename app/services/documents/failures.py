@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 
+from app.core.units import format_bytes
+
 
 class UnreadableFile(Exception):
     """A file the index cannot read; ``str()`` is the reason shown to the user."""
@@ -23,4 +25,4 @@ def reason_for_os_error(exc: OSError) -> str:
 
 
 def too_large(size: int, limit: int) -> str:
-    return f"too large ({size / 1e6:.1f} MB; the limit is {limit / 1e6:.0f} MB)"
+    return f"too large ({format_bytes(size)}; the limit is {format_bytes(limit)})"
