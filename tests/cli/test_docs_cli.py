@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -146,3 +147,30 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_was_committed(tmp_path: Path) -> No
     assert "stopped: what was indexed is kept" in rest
     listed = json.loads(cli("list", "--json").stdout)["collections"][0]["files"]
     assert {Path(f["path"]).name: f["state"] for f in listed} == {"a.txt": "indexed", "b.html": "pending"}
+
+
+def _without_read_override() -> list[str]:
+    """An argv prefix under which a file without read permission cannot be read: none for a normal user; for root,
+    ``setpriv`` without the capabilities that let root read anything (skips when it is missing)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: a file without read permission is readable")
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
+def test_a_file_without_read_permission_is_reported_and_the_rest_indexed(tmp_path: Path) -> None:
+    docs = tmp_path / "perm"
+    docs.mkdir()
+    (docs / "open.md").write_text("The open file mentions the lynx.")
+    secret = docs / "secret.md"
+    secret.write_text("The secret file.")
+    secret.chmod(0)
+    argv = [*_without_read_override(), sys.executable, "-m", "app", "docs", "add", str(docs)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert f"failed {secret}: permission denied" in result.stderr
+    assert f"indexed {docs / 'open.md'}" in result.stderr
+    listed = json.loads(cli("list", "--json").stdout)["collections"][0]["files"]
+    assert {Path(f["path"]).name: f["reason"] for f in listed} == {"open.md": None, "secret.md": "permission denied"}

@@ -222,3 +222,16 @@ def test_the_store_is_owner_only_and_chunk_ids_key_the_fts_index(tmp_path: Path,
         assert chunks == fts == total > 0
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store.remove_path(str(tmp_path / "docs" / "sub")) == 1 and store.search("budget") == []
+
+
+def test_the_type_filter_and_ignored_folders(tmp_path: Path, store: DocumentStore, recorder: Recorder) -> None:
+    from app.core.documents.file_types import parse_extensions
+
+    folder = _folder(tmp_path)
+    indexer = DocumentIndexer(store, listener=recorder)
+    try:
+        totals = indexer.add([str(folder)], "only-md", parse_extensions("md,pdf"))
+    finally:
+        indexer.close()
+    assert sorted(recorder.kinds("indexed")) == ["manual.pdf", "notes.md"] and totals.found == 2
+    assert {r.collection for r in store.files()} == {"only-md"}  # .git/ and node_modules/ were never entered
