@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 from dataclasses import asdict
@@ -55,9 +54,10 @@ def run(args: argparse.Namespace) -> int:
 def _add(store: object, args: argparse.Namespace) -> int:
     from app.core.documents.file_types import parse_extensions
     from app.services.documents.indexer import DocumentIndexer, IndexLimits
+    from app.services.documents.scan import is_present
 
     for path in args.paths:
-        if not os.path.lexists(path):
+        if not is_present(path):
             return fail(f"no such file or folder: {path}", EXIT_BAD_INPUT)
     limits = IndexLimits(max_file_bytes=int(args.max_mb * 1e6), parse_timeout_s=args.timeout)
     indexer = DocumentIndexer(store, limits, listener=_progress)  # type: ignore[arg-type]

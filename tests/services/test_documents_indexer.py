@@ -235,3 +235,16 @@ def test_the_type_filter_and_ignored_folders(tmp_path: Path, store: DocumentStor
         indexer.close()
     assert sorted(recorder.kinds("indexed")) == ["manual.pdf", "notes.md"] and totals.found == 2
     assert {r.collection for r in store.files()} == {"only-md"}  # .git/ and node_modules/ were never entered
+
+
+def test_a_rescan_drops_the_files_of_a_folder_that_is_gone(tmp_path: Path, store: DocumentStore, indexer) -> None:
+    import shutil
+
+    folder = _folder(tmp_path)
+    link = tmp_path / "link-to-docs"
+    link.symlink_to(folder, target_is_directory=True)
+    indexer.add([str(link)])
+    assert len(store.files()) == 5  # a link to a folder given as the root is followed
+    shutil.rmtree(folder)
+    totals = indexer.rescan()
+    assert (totals.removed, store.files(), store.chunk_count()) == (5, [], 0)

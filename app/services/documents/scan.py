@@ -1,9 +1,10 @@
-"""Finding the documents under the paths a user adds: folders recursively (hidden and ignored folders skipped,
-folder links not followed, so no cycle), the file-type filter applied; a file that cannot even be stat'ed (a link
-loop, a broken link, no permission) is found with its reason."""
+"""Finding the documents under the paths a user adds: folders recursively (hidden files, hidden and ignored folders
+skipped, links to folders below a root not followed, so no cycle), the file-type filter applied; a file that cannot
+even be stat'ed (a link loop, a broken link, no permission) is found with its reason."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -33,12 +34,24 @@ def absolute(path: str | os.PathLike[str]) -> str:
 
 def scan(root: str, extensions: frozenset[str] | None = None) -> Iterator[FoundFile]:
     """The documents at ``root``: the file itself (named explicitly, so reported even when not a document type)
-    or the documents below the folder, in path order."""
-    if os.path.isdir(root) and not os.path.islink(root):
+    or the documents below the folder (a link to a folder given as the root is followed), in path order; nothing
+    when ``root`` is gone (its files are then dropped from the index)."""
+    if not is_present(root):
+        return
+    if os.path.isdir(root):
         yield from _walk(root, extensions)
     else:
         found = _found(root, extensions)
         yield found if found.kind else FoundFile(root, None, reason=f"not a file type it reads ({Path(root).name})")
+
+
+def is_present(path: str) -> bool:
+    """``path`` exists (a link loop counts: it is reported); False when it is gone or a link to what is gone."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno != errno.ENOENT
+    return True
 
 
 def _walk(root: str, extensions: frozenset[str] | None) -> Iterator[FoundFile]:
