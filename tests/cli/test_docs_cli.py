@@ -174,3 +174,8 @@ def test_a_file_without_read_permission_is_reported_and_the_rest_indexed(tmp_pat
     assert f"indexed {docs / 'open.md'}" in result.stderr
     listed = json.loads(cli("list", "--json").stdout)["collections"][0]["files"]
     assert {Path(f["path"]).name: f["reason"] for f in listed} == {"open.md": None, "secret.md": "permission denied"}
+
+
+def test_the_index_lives_owner_only_in_the_data_folder(folder: Path) -> None:
+    assert cli("add", str(folder / "notes.md")).returncode == 0
+    assert (_db().stat().st_mode & 0o777) == 0o600 and (_db().parent.stat().st_mode & 0o777) == 0o700

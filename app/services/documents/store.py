@@ -55,6 +55,8 @@ _FILE_COLUMNS = "f.id, c.name, f.path, f.size, f.mtime_ns, f.content_hash, f.sta
 
 class DocumentStore:
     def __init__(self, path: Path | None = None) -> None:
+        if path is None:
+            app_paths().ensure()  # the app's folders, owner-only
         self.path = path or documents_db()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         private_database(self.path)
