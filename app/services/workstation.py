@@ -26,6 +26,7 @@ from app.services.settings_changes import SettingsChanged, apply_changes, differ
 
 if TYPE_CHECKING:
     from app.services.api.service import ApiService
+    from app.services.documents.service import DocumentsService
     from app.services.downloads.service import DownloadService
     from app.services.jobs.service import JobService
     from app.services.library.service import LibraryService
@@ -34,9 +35,10 @@ if TYPE_CHECKING:
     from app.services.ollama.shared import SharedOllama
 
 log = logging.getLogger("app.services")
-# The services that exist are stopped in this order: the API server first (no new requests), jobs, downloads,
-# the library, the monitor; the shared Ollama client last (the API catalog and jobs may still use it).
-CLOSE_ORDER = ("api", "jobs", "downloads", "library", "monitor", "ollama")
+# The services that exist are stopped in this order: the API server first (no new requests), jobs, document
+# indexing (what was committed stays), downloads, the library, the monitor; the shared Ollama client last (the API
+# catalog and jobs may still use it).
+CLOSE_ORDER = ("api", "jobs", "documents", "downloads", "library", "monitor", "ollama")
 
 
 def default_host(settings: Settings, paths: AppPaths) -> EngineHost:
@@ -136,6 +138,15 @@ class Workstation:
         from app.services.jobs.service import JobService
 
         return JobService()
+
+    @functools.cached_property
+    def documents(self) -> DocumentsService:
+        """Your documents: the index in ``documents.sqlite3`` (opened off the loop's thread on first use) and its
+        indexer; ``await documents.search(...)``, ``documents.index(paths, collection)``, ``subscribe`` for progress.
+        Closing cancels indexing; what was committed stays."""
+        from app.services.documents.service import DocumentsService
+
+        return DocumentsService(self.paths.data_dir / "documents.sqlite3")
 
     @functools.cached_property
     def ollama(self) -> SharedOllama:

@@ -128,6 +128,7 @@ VIEWS: dict[str, ViewSpec] = {
     "vllm": ViewSpec("app.ui.pages.vllm.panel", "VllmPanel"),
     "batch": ViewSpec("app.ui.pages.batch.panel", "BatchPanel", _wire_batch),
     "bench": ViewSpec("app.ui.pages.bench.panel", "BenchPanel"),
+    "documents": ViewSpec("app.ui.pages.documents.page", "DocumentsPage"),
     "monitor": ViewSpec("app.ui.pages.monitor.panel", "MonitorPanel", _wire_monitor),
     "server": ViewSpec("app.ui.pages.server.page", "ServerPage"),
     "settings": ViewSpec("app.ui.pages.settings.page", "SettingsPage"),
@@ -157,6 +158,7 @@ class MainWindow(QMainWindow):
             PageSpec("vLLM", "vllm", lambda: self._view("vllm")),
             PageSpec("Batch", "batch", lambda: self._view("batch")),
             PageSpec("Bench", "bench", lambda: self._view("bench")),
+            PageSpec("Documents", "documents", lambda: self._view("documents")),
             PageSpec("Monitor", "monitor", lambda: self._view("monitor")),
             PageSpec("API server", "api", lambda: self._view("server")),
             PageSpec("Settings", "settings", lambda: self._view("settings")),
@@ -407,8 +409,8 @@ class MainWindow(QMainWindow):
         quit_keys = QKeySequence("Ctrl+Q")  # StandardKey.Quit is empty on some desktops
         self._action(file_menu, "&Quit", self.close, quit_keys)
         view_menu = self.menuBar().addMenu("&View")
-        for number, spec in enumerate(self._specs[:9], start=1):
-            keys = QKeySequence(f"Ctrl+{number}")
+        for number, spec in enumerate(self._specs[:10], start=1):  # Ctrl+1 … Ctrl+9, then Ctrl+0 for the tenth
+            keys = QKeySequence(f"Ctrl+{number % 10}")
             self._action(view_menu, spec.name, functools.partial(self.show_page, spec.name), keys)
         view_menu.addSeparator()
         toggle_log = self.log_dock.toggleViewAction()

@@ -16,6 +16,7 @@ PAGE_PATHS: dict[str, tuple[str, str | None]] = {
     "batch/vllm": ("vLLM", None),  # the vLLM page was Batch's first tab: the old names still open it
     "batch/runner": ("Batch", None),
     "bench": ("Bench", None),
+    "documents": ("Documents", None),
     "monitor": ("Monitor", None),
     "server": ("API server", None),
     "settings": ("Settings", None),

@@ -20,7 +20,9 @@ def test_navigation_shows_every_panel(qloop, make_window):
     async def scenario():
         window = await make_window()
         names = [window.nav.item(i).text() for i in range(window.nav.count())]
-        assert names == ["Chat", "Models", "Modelfiles", "vLLM", "Batch", "Bench", "Monitor", "API server", "Settings"]
+        assert names == [
+            "Chat", "Models", "Modelfiles", "vLLM", "Batch", "Bench", "Documents", "Monitor", "API server", "Settings"
+        ]  # fmt: skip
         for row, name in enumerate(names):
             window.nav.setCurrentRow(row)
             page = window.pages.currentWidget()

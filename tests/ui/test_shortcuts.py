@@ -1,4 +1,4 @@
-"""The window's keyboard shortcuts, pressed as real key events on the window: Ctrl+1…9 show the pages in the
+"""The window's keyboard shortcuts, pressed as real key events on the window: Ctrl+1…9 and Ctrl+0 show the pages in the
 navigation's order, Ctrl+F puts the typing in the chat search (showing Chat first), Ctrl+N shows the Chat page with
 a new chat in it from any page (sending nothing), and every action in a menu shows its shortcut."""
 
@@ -14,7 +14,7 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 
-NUMBER_KEYS = [getattr(Qt.Key, f"Key_{n}") for n in range(1, 10)]
+NUMBER_KEYS = [getattr(Qt.Key, f"Key_{n % 10}") for n in range(1, 11)]  # Ctrl+1 … Ctrl+9, Ctrl+0
 
 
 async def _active(make_window):
@@ -32,8 +32,8 @@ def test_ctrl_number_shows_the_pages_in_navigation_order(qloop, make_window):
     async def scenario():
         window = await _active(make_window)
         names = [window.nav.item(row).text() for row in range(window.nav.count())]
-        assert len(names) == 9  # one key for each page
-        for row in reversed(range(9)):
+        assert len(names) == 10  # one key for each page
+        for row in reversed(range(10)):
             QTest.keyClick(window, NUMBER_KEYS[row], Qt.KeyboardModifier.ControlModifier)
             assert window.nav.currentRow() == row, names[row]
             assert window.pages.currentIndex() == row and window.pages.currentWidget().isVisible()
@@ -95,6 +95,11 @@ def test_every_menu_action_shows_its_shortcut(qloop, make_window):
         shortcuts = [action.shortcut().toString() for action in actions]
         assert len(set(shortcuts)) == len(shortcuts), shortcuts  # no two actions share a key
         view = {action.text(): action.shortcut().toString() for action in actions}
-        assert view["vLLM"] == "Ctrl+4" and view["API server"] == "Ctrl+8" and view["&New chat"] == "Ctrl+N"
+        assert (
+            view["vLLM"] == "Ctrl+4"
+            and view["API server"] == "Ctrl+9"
+            and view["Settings"] == "Ctrl+0"
+            and view["&New chat"] == "Ctrl+N"
+        )
 
     qloop.run_until_complete(scenario())

@@ -17,6 +17,7 @@ _PATHS: dict[str, str] = {
     "batch": '<path d="M12 3l9 5-9 5-9-5z"/><path d="M3 13l9 5 9-5"/>',
     "bench": '<path d="M4 18a8 8 0 1 1 16 0"/><path d="M12 18l4-6"/>',
     "monitor": '<path d="M3 12h4l3-7 4 14 3-7h4"/>',
+    "documents": '<path d="M8 3h8l4 4v11H8z"/><path d="M16 3v4h4M5 7v14h11M11 11h6M11 14h6"/>',  # a stack of pages
     "server": '<rect x="4" y="4" width="16" height="6" rx="1"/><rect x="4" y="14" width="16" height="6" rx="1"/>'
     '<path d="M8 7h.01M8 17h.01"/>',
     "vllm": '<path d="M13 3L5 14h6l-1 7 8-11h-6z"/>',  # a bolt: the fast serving engine

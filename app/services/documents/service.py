@@ -1,0 +1,188 @@
+"""The documents service the Workstation owns: the index (``store.py``) and one indexer, shared by the pages.
+
+Everything that touches SQLite or the disk runs in a worker thread (``await``-able here), so a caller on the UI's
+loop never blocks. Indexing runs one request at a time, in order; its events (``FileEvent``, ``IndexTotals``) and
+``IndexProgress`` snapshots reach the subscribers on the loop's thread. ``close`` cancels the run in flight (what was
+committed stays) and closes the database."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from app.services.documents import events as ev
+from app.services.documents.indexer import DocumentIndexer, IndexLimits
+from app.services.documents.search import SearchHit
+from app.services.documents.store import DEFAULT_COLLECTION, CollectionSummary, DocumentStore, FileRecord
+from app.services.events import EventHub
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexProgress:
+    """Where indexing stands: ``running`` while a run (or a queued one) is in progress."""
+
+    running: bool = False
+    paused: bool = False
+    collection: str | None = None
+    done: int = 0
+    total: int = 0
+    current: str | None = None  # the file being parsed
+    queued: int = 0  # requests waiting behind this run
+    cancelled: bool = False
+
+
+DocumentsEvent = ev.FileEvent | ev.IndexTotals | IndexProgress
+
+
+class DocumentsService:
+    def __init__(self, path: Path, limits: IndexLimits | None = None) -> None:
+        self.path = path
+        self.limits = limits or IndexLimits()
+        self._store: DocumentStore | None = None
+        self._indexer: DocumentIndexer | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._run_lock: asyncio.Lock | None = None
+        self._events: EventHub[DocumentsEvent] = EventHub()
+        self._progress = IndexProgress()
+        self._runs: set[asyncio.Task[ev.IndexTotals | None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._pause_wanted = False
+
+    # --- opening -------------------------------------------------------------------------------------------------
+    async def open(self) -> DocumentStore:
+        """The store, opened (once) in a worker thread."""
+        if self._store is None:
+            if self._open_lock is None:
+                self._open_lock = asyncio.Lock()
+            async with self._open_lock:
+                if self._store is None:
+                    self._store = await asyncio.to_thread(DocumentStore, self.path)
+        return self._store
+
+    # --- news ----------------------------------------------------------------------------------------------------
+    def subscribe(self, listener: Callable[[DocumentsEvent], None]) -> Callable[[], None]:
+        """Every event from now on, on the loop's thread; returns the function that unsubscribes."""
+        return self._events.subscribe(listener)
+
+    def progress(self) -> IndexProgress:
+        return self._progress
+
+    # --- reading (off the loop's thread) -------------------------------------------------------------------------
+    async def summaries(self) -> list[CollectionSummary]:
+        store = await self.open()
+        return await asyncio.to_thread(store.summaries)
+
+    async def files(self, collection: str | None = None) -> list[FileRecord]:
+        store = await self.open()
+        return await asyncio.to_thread(store.files, collection)
+
+    async def search(self, query: str, collection: str | None = None, top: int = 10) -> list[SearchHit]:
+        store = await self.open()
+        return await asyncio.to_thread(store.search, query, collection, top)
+
+    async def remove_collection(self, name: str) -> int:
+        store = await self.open()
+        return await asyncio.to_thread(store.remove_collection, name)
+
+    # --- indexing ------------------------------------------------------------------------------------------------
+    def index(self, paths: Iterable[str], collection: str = DEFAULT_COLLECTION) -> asyncio.Task[ev.IndexTotals | None]:
+        """Index ``paths`` into ``collection`` after the runs already asked for; the task's result is the totals
+        (None when the service closed first)."""
+        self._loop = asyncio.get_running_loop()
+        task = self._loop.create_task(self._run(list(paths), collection))
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        self._set_progress(queued=max(0, len(self._runs) - 1), running=True)
+        return task
+
+    def pause(self) -> None:
+        """Stop after the file in flight (or before the first one, when the run has not begun)."""
+        if self._progress.running:
+            self._indexer_paused(True)
+
+    def resume(self) -> None:
+        self._indexer_paused(False)
+
+    def _indexer_paused(self, paused: bool) -> None:
+        self._pause_wanted = paused
+        if self._indexer is not None:
+            (self._indexer.pause if paused else self._indexer.resume)()
+        self._set_progress(paused=paused)
+
+    def cancel(self) -> None:
+        """Stop the run in flight (the file being parsed is dropped, the rest committed stays) and those queued."""
+        for task in list(self._runs):
+            if task is not self._current:
+                task.cancel()
+        self._pause_wanted = False
+        if self._indexer is not None:
+            self._indexer.cancel()
+        self._set_progress(paused=False)
+
+    _current: asyncio.Task[ev.IndexTotals | None] | None = None
+
+    async def _run(self, paths: list[str], collection: str) -> ev.IndexTotals | None:
+        if self._run_lock is None:
+            self._run_lock = asyncio.Lock()
+        async with self._run_lock:
+            if self._closed:
+                return None
+            store = await self.open()
+            if self._indexer is None:
+                self._indexer = DocumentIndexer(store, self.limits, listener=self._from_thread)
+                if self._pause_wanted:
+                    self._indexer.pause()
+            self._current = asyncio.current_task()
+            paused = self._indexer.paused
+            self._set_progress(
+                running=True, paused=paused, collection=collection, done=0, total=0, current=None, cancelled=False
+            )
+            try:
+                totals = await self._indexer.index(paths, collection)
+            finally:
+                self._current = None
+                waiting = sum(1 for task in self._runs if not task.done()) - 1
+                self._set_progress(running=waiting > 0, current=None, queued=max(0, waiting))
+            if totals.cancelled:
+                self._set_progress(cancelled=True, paused=False)
+            return totals
+
+    def _from_thread(self, event: ev.FileEvent | ev.IndexTotals) -> None:
+        """The indexer's thread: hand the event to the loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._arrived, event)
+
+    def _arrived(self, event: ev.FileEvent | ev.IndexTotals) -> None:
+        if isinstance(event, ev.FileEvent) and event.total:
+            if event.kind == ev.STARTED:
+                self._set_progress(done=event.position - 1, total=event.total, current=event.path)
+            else:
+                self._set_progress(done=event.position, total=event.total, current=None)
+        self._events.emit(event)
+
+    def _set_progress(self, **changes: object) -> None:
+        self._progress = replace(self._progress, **changes)  # type: ignore[arg-type]
+        self._events.emit(self._progress)
+
+    # --- closing -------------------------------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Cancel indexing (what was committed stays), wait for it to stop, close the database. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.cancel()
+        if self._runs:
+            await asyncio.gather(*list(self._runs), return_exceptions=True)
+        if self._indexer is not None:
+            self._indexer.close()
+        if self._store is not None:
+            await asyncio.to_thread(self._store.close)

@@ -1,0 +1,532 @@
+"""The Documents page: a view of the workstation's documents service — collections, their files with state, adding
+files and folders (dialogs or drag and drop) with background indexing, Pause/Resume/Cancel, and keyword search with
+the passage's full text.
+
+Nothing here touches the disk or SQLite on the Qt thread: lists and searches are awaited from the service (which
+runs them in worker threads), and indexing progress arrives as the service's events on the loop's thread."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl
+from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.services.documents import events as ev
+from app.services.documents.search import SearchHit
+from app.services.documents.service import DocumentsEvent, IndexProgress
+from app.services.documents.store import CollectionSummary, FileRecord
+from app.services.workstation import Workstation
+from app.ui.page import Page
+from app.ui.style.icons import icon
+from app.ui.style.theme import set_role, tokens
+from app.ui.tasks import spawn
+
+log = logging.getLogger("app.ui.documents")
+DEFAULT_COLLECTION = "default"
+ALL = "All collections"
+TOP_HITS = 10
+COLUMNS = ("File", "State", "Chunks", "Pages", "Path")
+EMPTY_TEXT = (
+    "Add files or a folder to search them: the best passages, with their file and page. PDF, Word, Markdown, HTML "
+    "and text files are indexed on this computer; nothing leaves it."
+)
+_MARK = re.compile(r"\[([^\[\]]*)\]")
+
+
+W = TypeVar("W", bound=QWidget)
+
+
+def _named(widget: W, name: str) -> W:
+    widget.setObjectName(name)
+    return widget
+
+
+def snippet_html(snippet: str) -> str:
+    """The store's snippet (matched terms in [brackets]) as HTML, the terms in bold."""
+    return _MARK.sub(lambda m: f"<b>{m.group(1)}</b>", html.escape(snippet.replace("\n", " "), quote=False))
+
+
+def state_text(record: FileRecord, current: str | None) -> str:
+    if record.path == current:
+        return "indexing"
+    if record.state == "failed":
+        return f"failed: {record.reason or 'unknown reason'}"
+    return record.state
+
+
+class DocumentsPage(Page):
+    def __init__(self, workstation: Workstation, parent: QWidget | None = None) -> None:
+        super().__init__(workstation, parent)
+        self.service = workstation.documents
+        self.collections: list[CollectionSummary] = []
+        self.records: list[FileRecord] = []
+        self.hits: list[SearchHit] = []
+        self.loaded = False  # the first list has arrived
+        self._new_collection: str | None = None  # named, files not yet added
+        self._started: asyncio.Task[Any] | None = None
+        self._refresh_task: asyncio.Task[Any] | None = None
+        self._search_task: asyncio.Task[Any] | None = None
+        self._refresh_timer = QTimer(self, singleShot=True, interval=250)
+        self._refresh_timer.timeout.connect(self.refresh)
+        self._search_timer = QTimer(self, singleShot=True, interval=200)
+        self._search_timer.timeout.connect(self.search_now)
+        self.setAcceptDrops(True)
+        self._build()
+        self.follow(self.service.subscribe(self._service_event))
+        self._show_progress(self.service.progress())
+
+    # --- layout --------------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        title = QLabel("Documents")
+        set_role(title, "title")
+        self.search_box = _named(QLineEdit(), "documents_search")
+        self.search_box.setPlaceholderText("Search your documents…")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.addAction(icon("search"), QLineEdit.ActionPosition.LeadingPosition)
+        self.search_box.textChanged.connect(lambda _text: self._search_timer.start())
+        self.search_box.returnPressed.connect(self.search_now)
+        self.scope = _named(QComboBox(), "documents_scope")
+        self.scope.addItems(["Selected collection", ALL])
+        self.scope.currentIndexChanged.connect(lambda _i: self.search_now())
+        header = QHBoxLayout()
+        header.addWidget(title)
+        header.addStretch(1)
+        header.addWidget(self.search_box, 3)
+        header.addWidget(self.scope)
+
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self._build_empty())
+        self.stack.addWidget(self._build_content())
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 12, 16, 12)
+        layout.addLayout(header)
+        layout.addWidget(self._build_progress())
+        layout.addWidget(self.stack, 1)
+
+    def _build_empty(self) -> QWidget:
+        box = _named(QWidget(), "documents_empty")
+        title = QLabel("No documents yet")
+        set_role(title, "empty-title")
+        self.empty_text = QLabel(EMPTY_TEXT, wordWrap=True)
+        set_role(self.empty_text, "muted")
+        self.empty_text.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_text.setMaximumWidth(520)
+        files = QPushButton(icon("plus"), "Add files…")
+        set_role(files, "accent")
+        files.clicked.connect(self.add_files)
+        folder = QPushButton(icon("folder"), "Add folder…")
+        folder.clicked.connect(self.add_folder)
+        hint = QLabel("or drop files and folders here")
+        set_role(hint, "muted")
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(files)
+        buttons.addWidget(folder)
+        buttons.addStretch(1)
+        column = QVBoxLayout(box)
+        column.setSpacing(10)
+        column.addStretch(1)
+        column.addWidget(title, 0, Qt.AlignmentFlag.AlignHCenter)
+        column.addWidget(self.empty_text, 0, Qt.AlignmentFlag.AlignHCenter)
+        column.addLayout(buttons)
+        column.addWidget(hint, 0, Qt.AlignmentFlag.AlignHCenter)
+        column.addStretch(2)
+        self.empty_add_files, self.empty_add_folder = files, folder
+        return box
+
+    def _build_progress(self) -> QWidget:
+        row = _named(QWidget(), "documents_progress")
+        self.progress_bar = QProgressBar(textVisible=False)
+        self.progress_bar.setMaximumHeight(8)
+        self.progress_label = QLabel()
+        self.progress_label.setMinimumWidth(120)
+        self.progress_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.pause_button = QPushButton(icon("pause"), "Pause")
+        self.pause_button.clicked.connect(self.service.pause)
+        self.resume_button = QPushButton(icon("play"), "Resume")
+        self.resume_button.clicked.connect(self.service.resume)
+        self.cancel_button = QPushButton(icon("stop"), "Cancel")
+        self.cancel_button.clicked.connect(self.service.cancel)
+        text = QVBoxLayout()
+        text.setSpacing(2)
+        text.addWidget(self.progress_label)
+        text.addWidget(self.progress_bar)
+        layout = QHBoxLayout(row)
+        layout.setContentsMargins(0, 4, 0, 4)
+        layout.addLayout(text, 1)
+        for button in (self.pause_button, self.resume_button, self.cancel_button):
+            layout.addWidget(button)
+        row.hide()
+        self.progress_row = row
+        return row
+
+    def _build_content(self) -> QWidget:
+        # the collections, left
+        self.collection_list = _named(QListWidget(), "documents_collections")
+        set_role(self.collection_list, "sections")
+        self.collection_list.setWordWrap(True)  # a long name wraps within the column, never scrolls sideways
+        self.collection_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.collection_list.currentRowChanged.connect(self._collection_chosen)
+        new = QPushButton(icon("plus"), "New…")
+        new.setToolTip("A new collection: name it, then add files to it")
+        new.clicked.connect(self.new_collection)
+        self.remove_button = QPushButton(icon("trash"), "Remove…")
+        self.remove_button.setToolTip("Remove the collection from the index (your files stay on disk)")
+        self.remove_button.clicked.connect(self.remove_collection)
+        side_buttons = QHBoxLayout()
+        side_buttons.addWidget(new)
+        side_buttons.addWidget(self.remove_button)
+        heading = QLabel("Collections")
+        set_role(heading, "section")
+        side = QWidget()
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 0, 8, 0)
+        side_layout.addWidget(heading)
+        side_layout.addWidget(self.collection_list, 1)
+        side_layout.addLayout(side_buttons)
+
+        # the files and the search, right
+        self.add_files_button = QPushButton(icon("plus"), "Add files…")
+        self.add_files_button.clicked.connect(self.add_files)
+        self.add_folder_button = QPushButton(icon("folder"), "Add folder…")
+        self.add_folder_button.clicked.connect(self.add_folder)
+        self.files_summary = QLabel()
+        set_role(self.files_summary, "muted")
+        toolbar = QHBoxLayout()
+        toolbar.addWidget(self.files_summary, 1)
+        toolbar.addWidget(self.add_files_button)
+        toolbar.addWidget(self.add_folder_button)
+        self.table = _named(QTableWidget(0, len(COLUMNS)), "documents_files")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setWordWrap(False)
+        head = self.table.horizontalHeader()
+        head.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        head.setStretchLastSection(True)
+        for column, width in enumerate((180, 200, 60, 54)):
+            self.table.setColumnWidth(column, width)
+        self.table.cellDoubleClicked.connect(lambda row, _c: self.open_file(self.records[row].path, None))
+        files_tab = QWidget()
+        files_layout = QVBoxLayout(files_tab)
+        files_layout.setContentsMargins(0, 8, 0, 0)
+        files_layout.addLayout(toolbar)
+        files_layout.addWidget(self.table, 1)
+
+        self.results = _named(QTextBrowser(), "documents_results")
+        self.results.setOpenLinks(False)
+        self.results.anchorClicked.connect(self._hit_clicked)
+        self.detail = _named(QTextBrowser(), "documents_detail")
+        self.detail.setPlaceholderText("Click a passage to read it whole and open its file.")
+        results_split = QSplitter(Qt.Orientation.Horizontal)
+        results_split.addWidget(self.results)
+        results_split.addWidget(self.detail)
+        results_split.setSizes([500, 400])
+        results_split.setChildrenCollapsible(False)
+
+        self.tabs = _named(QTabWidget(), "documents_tabs")
+        self.tabs.addTab(files_tab, "Files")
+        self.tabs.addTab(results_split, "Search results")
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(side)
+        split.addWidget(self.tabs)
+        split.setStretchFactor(1, 1)
+        split.setSizes([200, 700])
+        split.setChildrenCollapsible(False)
+        side.setMinimumWidth(150)
+        return split
+
+    # --- the lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> object:
+        if self._started is None:
+            self._started = spawn(self._refresh(), "documents: first list")
+        return self._started
+
+    def shown_again(self) -> None:
+        self.refresh()
+
+    async def shutdown(self) -> None:
+        self._refresh_timer.stop()
+        self._search_timer.stop()
+        for task in (self._refresh_task, self._search_task):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        await super().shutdown()
+
+    # --- reading the service (off the Qt thread) -----------------------------------------------------------------
+    def selected_collection(self) -> str | None:
+        item = self.collection_list.currentItem()
+        return None if item is None else str(item.data(Qt.ItemDataRole.UserRole))
+
+    def refresh(self) -> None:
+        if self._refresh_task is None or self._refresh_task.done():
+            self._refresh_task = spawn(self._refresh(), "documents: refresh")
+        else:
+            self._refresh_timer.start()  # again once this one is done
+
+    async def _refresh(self) -> None:
+        try:
+            summaries = await self.service.summaries()
+            chosen = self.selected_collection() or (summaries[0].name if summaries else None)
+            if self._new_collection and self._new_collection not in {s.name for s in summaries}:
+                chosen = self.selected_collection() or self._new_collection
+            records = await self.service.files(chosen) if chosen is not None else []
+        except Exception as exc:  # a database that cannot be read: say so, keep the page
+            log.error("Could not read the document index: %s", exc)
+            self.files_summary.setText(f"Could not read the document index: {exc}")
+            return
+        self.loaded = True
+        self._show_collections(summaries, chosen)
+        self._show_files(records)
+
+    def _show_collections(self, summaries: list[CollectionSummary], chosen: str | None) -> None:
+        self.collections = summaries
+        names = [s.name for s in summaries]
+        if self._new_collection and self._new_collection not in names:
+            summaries = [*summaries, CollectionSummary(self._new_collection, 0, 0, 0, 0, 0)]
+        self.collection_list.blockSignals(True)
+        self.collection_list.clear()
+        for summary in summaries:
+            failed = f", {summary.failed} failed" if summary.failed else ""
+            item = QListWidgetItem(f"{summary.name}\n{summary.files} files{failed}")
+            item.setData(Qt.ItemDataRole.UserRole, summary.name)
+            item.setToolTip(f"{summary.name}: {summary.files} files, {summary.chunks} passages{failed}")
+            self.collection_list.addItem(item)
+            if summary.name == chosen:
+                self.collection_list.setCurrentItem(item)
+        self.collection_list.blockSignals(False)
+        self.remove_button.setEnabled(bool(summaries))
+        self.stack.setCurrentIndex(1 if summaries or self.service.progress().running else 0)
+
+    def _show_files(self, records: list[FileRecord]) -> None:
+        self.records = records
+        current = self.service.progress().current
+        t = tokens(self.palette())
+        self.table.setRowCount(len(records))
+        for row, record in enumerate(records):
+            state = state_text(record, current)
+            cells = (
+                Path(record.path).name,
+                state,
+                str(record.chunk_count) if record.state == "indexed" else "",
+                "" if record.pages is None else str(record.pages),
+                record.path,
+            )
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(record.path if column != 1 else state)
+                if column in (2, 3):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if column == 1 and record.state == "failed":
+                    item.setForeground(t.error)
+                self.table.setItem(row, column, item)
+        indexed = sum(1 for r in records if r.state == "indexed")
+        failed = sum(1 for r in records if r.state == "failed")
+        chunks = sum(r.chunk_count for r in records)
+        name = self.selected_collection()
+        if name is None:
+            self.files_summary.setText("")
+        elif not records:
+            self.files_summary.setText(f"{name}: no files yet — add files or a folder, or drop them here")
+        else:
+            failed_text = f", {failed} could not be read" if failed else ""
+            self.files_summary.setText(f"{indexed} of {len(records)} files indexed, {chunks} passages{failed_text}")
+
+    def _collection_chosen(self, _row: int) -> None:
+        self.refresh()
+        if self.scope.currentIndex() == 0 and self.search_box.text().strip():
+            self.search_now()
+
+    # --- adding --------------------------------------------------------------------------------------------------
+    def target_collection(self) -> str:
+        return self.selected_collection() or self._new_collection or DEFAULT_COLLECTION
+
+    def add_files(self) -> None:
+        paths, _filter = QFileDialog.getOpenFileNames(self, "Add files to the index")
+        if paths:
+            self.add_paths(paths)
+
+    def add_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder to the index")
+        if folder:
+            self.add_paths([folder])
+
+    def add_paths(self, paths: Iterable[str], collection: str | None = None) -> asyncio.Task[Any]:
+        """Index ``paths`` into ``collection`` (the selected one by default) in the background."""
+        collection = collection or self.target_collection()
+        if collection == self._new_collection:
+            self._new_collection = None
+        self.stack.setCurrentIndex(1)
+        return self.service.index(list(paths), collection)
+
+    def new_collection(self) -> None:
+        name, ok = QInputDialog.getText(self, "New collection", "Name of the new collection:")
+        name = name.strip()
+        if ok and name:
+            self._new_collection = name
+            self._show_collections(self.collections, name)
+            self._show_files([])
+
+    def remove_collection(self) -> None:
+        name = self.selected_collection()
+        if name is None:
+            return
+        answer = QMessageBox.question(
+            self,
+            "Remove collection",
+            f"Remove the collection “{name}” from the index? Your files stay where they are on disk.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            spawn(self._remove(name), "documents: remove collection")
+
+    async def _remove(self, name: str) -> None:
+        if name == self._new_collection:
+            self._new_collection = None
+        else:
+            await self.service.remove_collection(name)
+        self.collection_list.setCurrentRow(-1)
+        await self._refresh()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if any(url.isLocalFile() for url in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.add_paths(paths)
+
+    # --- progress ------------------------------------------------------------------------------------------------
+    def _service_event(self, event: DocumentsEvent) -> None:
+        if isinstance(event, IndexProgress):
+            self._show_progress(event)
+            if not event.running:
+                self.refresh()
+        elif isinstance(event, ev.FileEvent | ev.IndexTotals):
+            self._refresh_timer.start()
+            if isinstance(event, ev.IndexTotals):
+                self.refresh()
+
+    def _show_progress(self, progress: IndexProgress) -> None:
+        busy = progress.running
+        self.progress_row.setVisible(busy or progress.cancelled)
+        self.pause_button.setVisible(busy and not progress.paused)
+        self.resume_button.setVisible(busy and progress.paused)
+        self.cancel_button.setVisible(busy)
+        self.progress_bar.setVisible(busy)
+        self.progress_bar.setRange(0, max(progress.total, 1) if progress.total else 0)
+        self.progress_bar.setValue(progress.done)
+        if not busy:
+            self.progress_label.setText("Indexing cancelled: what was indexed is kept." if progress.cancelled else "")
+            return
+        where = f" into “{progress.collection}”" if progress.collection else ""
+        count = f"{progress.done} of {progress.total} files" if progress.total else "Looking for files"
+        state = "Paused — " if progress.paused else "Indexing — "
+        current = f" · {Path(progress.current).name}" if progress.current else ""
+        self.progress_label.setText(f"{state}{count}{where}{current}")
+        self.progress_label.setToolTip(progress.current or "")
+
+    # --- search --------------------------------------------------------------------------------------------------
+    def search_now(self) -> None:
+        self._search_timer.stop()
+        if self._search_task is not None and not self._search_task.done():
+            self._search_task.cancel()
+        self._search_task = spawn(self._search(self.search_box.text()), "documents: search")
+
+    async def _search(self, text: str) -> None:
+        if not text.strip():
+            self.hits = []
+            self.results.clear()
+            self.tabs.setCurrentIndex(0)
+            return
+        collection = None if self.scope.currentIndex() == 1 else self.selected_collection()
+        try:
+            hits = await self.service.search(text, collection, TOP_HITS)
+        except Exception as exc:
+            self.results.setPlainText(f"Could not search: {exc}")
+            return
+        self.hits = hits
+        self._show_hits()
+        self.stack.setCurrentIndex(1)
+        self.tabs.setCurrentIndex(1)
+
+    def _show_hits(self) -> None:
+        t = tokens(self.palette())
+        if not self.hits:
+            self.results.setHtml(f"<p style='color:{t.muted.name()}'>No passages match.</p>")
+            return
+        blocks = []
+        for number, hit in enumerate(self.hits):
+            where = [f"page {hit.page}"] if hit.page is not None else []
+            if hit.heading:
+                where.append(html.escape(hit.heading))
+            detail = " · ".join(where)
+            blocks.append(
+                f"<p><a href='hit:{number}' style='color:{t.accent.name()}'><b>{html.escape(Path(hit.path).name)}"
+                f"</b></a> <span style='color:{t.muted.name()}'>{detail}</span><br>{snippet_html(hit.snippet)}</p>"
+            )
+        self.results.setHtml("".join(blocks))
+
+    def _hit_clicked(self, url: QUrl) -> None:
+        text = url.toString()
+        if not text.startswith("hit:"):
+            return
+        hit = self.hits[int(text[4:])]
+        self.show_passage(hit)
+        self.open_file(hit.path, hit.page)
+
+    def show_passage(self, hit: SearchHit) -> None:
+        page = f" — page {hit.page}" if hit.page is not None else ""
+        heading = f"<p><i>{html.escape(hit.heading)}</i></p>" if hit.heading else ""
+        body = html.escape(hit.text).replace("\n", "<br>")
+        self.detail.setHtml(f"<h3>{html.escape(Path(hit.path).name)}{page}</h3>{heading}<p>{body}</p>")
+
+    def open_file(self, path: str, page: int | None) -> None:
+        """Open the file in the system's viewer (at its start: viewers do not agree on how to open a PDF's page, so
+        the page is shown in the detail pane)."""
+        QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self.loaded:
+            self._show_files(self.records)
+            if self.hits:
+                self._show_hits()
