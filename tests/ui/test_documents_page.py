@@ -39,8 +39,11 @@ def a_folder(tmp_path: Path) -> Path:
 
 
 def clipped_labels(root) -> list[str]:
-    """Visible one-line labels and buttons narrower than their text needs."""
+    """Visible one-line labels and buttons narrower than their text needs, wrapped labels lower than it."""
     clipped = []
+    for label in root.findChildren(QLabel):
+        if label.isVisible() and label.wordWrap() and label.height() < label.heightForWidth(label.width()):
+            clipped.append(f"QLabel {label.text()!r} {label.height()} < {label.heightForWidth(label.width())} high")
     for widget in [*root.findChildren(QLabel), *root.findChildren(QAbstractButton)]:
         if not widget.isVisible() or not widget.text() or (isinstance(widget, QLabel) and widget.wordWrap()):
             continue
@@ -187,5 +190,44 @@ def test_closing_the_workstation_stops_indexing_and_keeps_what_was_committed(qlo
             assert len(indexed) == totals.indexed >= 2
         finally:
             store.close()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_new_collection_is_made_by_dropping_files_on_it_and_removed_after_a_confirmation(
+    qloop, make_framed_page, tmp_path, monkeypatch
+):
+    from PySide6.QtCore import QMimeData, QPoint, Qt
+    from PySide6.QtGui import QDropEvent
+    from PySide6.QtWidgets import QInputDialog, QMessageBox
+
+    folder = a_folder(tmp_path)
+    page = make_framed_page(build)
+    asked = []
+
+    async def scenario():
+        await page.start()
+        monkeypatch.setattr(QInputDialog, "getText", lambda *args, **kwargs: ("Field trip", True))
+        page.new_collection()
+        assert page.selected_collection() == "Field trip" and "no files yet" in page.files_summary.text()
+        data = QMimeData()
+        data.setUrls([QUrl.fromLocalFile(str(folder / "notes.md"))])
+        drop = QDropEvent(
+            QPoint(20, 20), Qt.DropAction.CopyAction, data, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+        )
+        page.dropEvent(drop)
+        await until(lambda: states(page) == {"notes.md": "indexed"})
+        assert [s.name for s in page.collections] == ["Field trip"]
+
+        monkeypatch.setattr(
+            QMessageBox, "question", lambda *args: asked.append(args[2]) or QMessageBox.StandardButton.Cancel
+        )
+        page.remove_collection()
+        assert "Field trip" in asked[0] and "stay where they are" in asked[0]
+        await until(lambda: not page.service.progress().running)
+        assert [s.name for s in await page.service.summaries()] == ["Field trip"]  # kept: the answer was Cancel
+        monkeypatch.setattr(QMessageBox, "question", lambda *args: QMessageBox.StandardButton.Yes)
+        page.remove_collection()
+        await until(lambda: page.loaded and not page.collections and page.stack.currentIndex() == 0)
 
     qloop.run_until_complete(scenario())
