@@ -113,6 +113,10 @@ def test_pause_resume_and_cancel_change_the_run(qloop, make_framed_page, tmp_pat
         page.pause_button.click()
         assert running.startswith("Indexing — ") and f" of {MANY} files" in running
         assert page.progress_label.text().startswith("Paused — ") and page.resume_button.isVisible()
+        await until(lambda: "indexed" in states(page).values() and page.collections)  # the table follows the run
+        assert clipped_labels(page) == []
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        assert page.window().grab().save(str(SHOTS / "documents-paused_1024x700.png"))
         page.cancel_button.click()
         totals = await run
         assert totals is not None and totals.cancelled and totals.indexed < MANY

@@ -237,7 +237,7 @@ class DocumentsPage(Page):
         head = self.table.horizontalHeader()
         head.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         head.setStretchLastSection(True)
-        for column, width in enumerate((180, 200, 60, 54)):
+        for column, width in enumerate((170, 170, 60, 54)):
             self.table.setColumnWidth(column, width)
         self.table.cellDoubleClicked.connect(lambda row, _c: self.open_file(self.records[row].path, None))
         files_tab = QWidget()
@@ -296,7 +296,7 @@ class DocumentsPage(Page):
     def refresh(self) -> None:
         if self._refresh_task is None or self._refresh_task.done():
             self._refresh_task = spawn(self._refresh(), "documents: refresh")
-        else:
+        elif not self._refresh_timer.isActive():
             self._refresh_timer.start()  # again once this one is done
 
     async def _refresh(self) -> None:
@@ -440,10 +440,10 @@ class DocumentsPage(Page):
             self._show_progress(event)
             if not event.running:
                 self.refresh()
-        elif isinstance(event, ev.FileEvent | ev.IndexTotals):
-            self._refresh_timer.start()
-            if isinstance(event, ev.IndexTotals):
-                self.refresh()
+        elif isinstance(event, ev.IndexTotals):
+            self.refresh()
+        elif isinstance(event, ev.FileEvent) and not self._refresh_timer.isActive():
+            self._refresh_timer.start()  # at most four lists a second while files go by, never starved by them
 
     def _show_progress(self, progress: IndexProgress) -> None:
         busy = progress.running
