@@ -123,7 +123,10 @@ class DocumentsService:
                 task.cancel()
         self._pause_wanted = False
         if self._indexer is not None:
-            self._indexer.cancel()
+            try:  # killing the parse in flight waits for the child to go: not on the loop's thread
+                asyncio.get_running_loop().run_in_executor(None, self._indexer.cancel)
+            except RuntimeError:  # no loop running
+                self._indexer.cancel()
         self._set_progress(paused=False)
 
     _current: asyncio.Task[ev.IndexTotals | None] | None = None
@@ -183,6 +186,6 @@ class DocumentsService:
         if self._runs:
             await asyncio.gather(*list(self._runs), return_exceptions=True)
         if self._indexer is not None:
-            self._indexer.close()
+            await asyncio.to_thread(self._indexer.close)
         if self._store is not None:
             await asyncio.to_thread(self._store.close)
