@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QEvent, Qt, QTimer, QUrl
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, QUrl
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -195,8 +195,9 @@ class DocumentsPage(Page):
         # the collections, left
         self.collection_list = _named(QListWidget(), "documents_collections")
         set_role(self.collection_list, "sections")
-        self.collection_list.setWordWrap(True)  # a long name wraps within the column, never scrolls sideways
+        # a long name is elided within the column (its tooltip says it whole), never scrolled sideways
         self.collection_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.collection_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.collection_list.currentRowChanged.connect(self._collection_chosen)
         new = QPushButton(icon("plus"), "New…")
         new.setToolTip("A new collection: name it, then add files to it")
@@ -323,8 +324,9 @@ class DocumentsPage(Page):
         self.collection_list.clear()
         for summary in summaries:
             failed = f", {summary.failed} failed" if summary.failed else ""
-            item = QListWidgetItem(f"{summary.name}\n{summary.files} files{failed}")
+            item = QListWidgetItem(summary.name)  # its counts: the tooltip, and the line above the files
             item.setData(Qt.ItemDataRole.UserRole, summary.name)
+            item.setSizeHint(QSize(1, self.fontMetrics().lineSpacing() + 14))  # as wide as the list: elided
             item.setToolTip(f"{summary.name}: {summary.files} files, {summary.chunks} passages{failed}")
             self.collection_list.addItem(item)
             if summary.name == chosen:
