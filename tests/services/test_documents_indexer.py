@@ -120,6 +120,19 @@ def test_unchanged_files_are_not_read_again(tmp_path: Path, indexer: DocumentInd
     assert recorder.kinds("started") == [] and "notes.md" in recorder.kinds("unchanged")
 
 
+def test_a_late_cancel_of_an_ended_run_does_not_reach_the_next(tmp_path: Path, indexer: DocumentIndexer) -> None:
+    folder = _folder(tmp_path)
+    run = indexer.stop_soon()  # a Cancel asked as a run ended; its kill comes late, from another thread
+    totals = indexer.add([str(folder)])  # the next run begins afresh
+    assert not totals.cancelled and totals.found == 5
+    worker = indexer._worker._proc
+    assert worker is not None and worker.poll() is None  # the parse child of the last run, still up
+    indexer.kill_parse(run)  # the late kill: not this run's
+    assert indexer._worker._proc is worker and worker.poll() is None
+    indexer.kill_parse(indexer.stop_soon())  # this run's own cancel kills it
+    assert indexer._worker._proc is None and worker.poll() is not None
+
+
 def test_a_changed_file_is_reindexed_and_a_deleted_one_dropped(
     tmp_path: Path, store: DocumentStore, indexer: DocumentIndexer, recorder: Recorder
 ) -> None:

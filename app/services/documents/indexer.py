@@ -48,6 +48,7 @@ class DocumentIndexer:
         self._running = threading.Event()
         self._running.set()
         self._cancelled = threading.Event()
+        self._run = 0  # which call of ``add`` is running (a late kill must not reach the next one)
 
     def subscribe(self, listener: ev.IndexListener) -> None:
         self._listeners.append(listener)
@@ -60,9 +61,18 @@ class DocumentIndexer:
         self._running.set()
 
     def cancel(self) -> None:
+        self.kill_parse(self.stop_soon())
+
+    def stop_soon(self) -> int:
+        """Stop the run in flight after its file (never blocks); returns the run, for :meth:`kill_parse`."""
         self._cancelled.set()
         self._running.set()
-        self._worker.kill()
+        return self._run
+
+    def kill_parse(self, run: int) -> None:
+        """Kill the parse in flight if ``run`` is still the one running (blocks until the child is gone)."""
+        if run == self._run:
+            self._worker.kill()
 
     @property
     def paused(self) -> bool:
@@ -75,8 +85,9 @@ class DocumentIndexer:
     async def index(
         self, paths: Iterable[str], collection: str = DEFAULT_COLLECTION, extensions: frozenset[str] | None = None
     ) -> ev.IndexTotals:
-        """:meth:`add` in a worker thread."""
-        return await asyncio.to_thread(self.add, list(paths), collection, extensions)
+        """:meth:`add` in a worker thread (begun here: a cancel from now on reaches this run)."""
+        self._begin()
+        return await asyncio.to_thread(self._add, list(paths), collection, extensions)
 
     def rescan(self, collection: str = DEFAULT_COLLECTION) -> ev.IndexTotals:
         """Everything added to ``collection`` again: new and changed files indexed, deleted ones dropped."""
@@ -86,7 +97,14 @@ class DocumentIndexer:
         self, paths: Iterable[str], collection: str = DEFAULT_COLLECTION, extensions: frozenset[str] | None = None
     ) -> ev.IndexTotals:
         """Index ``paths`` (files and folders) into ``collection``; blocking, so call it off the UI thread."""
+        self._begin()
+        return self._add(paths, collection, extensions)
+
+    def _begin(self) -> None:
+        self._run += 1
         self._cancelled.clear()
+
+    def _add(self, paths: Iterable[str], collection: str, extensions: frozenset[str] | None) -> ev.IndexTotals:
         collection_id = self.store.collection_id(collection)
         roots = [absolute(path) for path in paths]
         found = [item for root in roots for item in scan(root, extensions)]

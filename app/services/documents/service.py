@@ -122,11 +122,13 @@ class DocumentsService:
             if task is not self._current:
                 task.cancel()
         self._pause_wanted = False
-        if self._indexer is not None:
+        if self._indexer is not None and self._current is not None:
+            indexer = self._indexer
+            run = indexer.stop_soon()  # at once, here: a run started after this one is not cancelled
             try:  # killing the parse in flight waits for the child to go: not on the loop's thread
-                asyncio.get_running_loop().run_in_executor(None, self._indexer.cancel)
+                asyncio.get_running_loop().run_in_executor(None, indexer.kill_parse, run)
             except RuntimeError:  # no loop running
-                self._indexer.cancel()
+                indexer.kill_parse(run)
         self._set_progress(paused=False)
 
     _current: asyncio.Task[ev.IndexTotals | None] | None = None
