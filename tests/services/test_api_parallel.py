@@ -63,7 +63,9 @@ def test_two_streams_generate_at_once_each_in_its_own_slot(api):
         assert any(c.choices and c.choices[0].delta.content for c in second_chunks)  # and so is this one, meanwhile
         decoding = lambda: all(s.state == "decoding" and s.client and s.cells > 0 for s in _snapshot(api).slots)  # noqa: E731
         assert api.wait_for(decoding)  # as the engine reports them, about twice a second
+        assert api.wait_for(lambda: all(s.generated > 0 for s in _snapshot(api).slots))  # tokens per slot
         snapshot = _snapshot(api)
+        assert (snapshot.generated_total or 0) >= sum(s.generated for s in snapshot.slots)  # the Monitor's tok/s
         assert len(_held(snapshot)) == 2
         assert snapshot.cells_total == 2 * 4096  # each sequence has the full context it was loaded with
         assert any(isinstance(e, ParallelSlotsChanged) and len(_held(e.snapshot)) == 2 for e in list(api.events))

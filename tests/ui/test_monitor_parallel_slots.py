@@ -33,7 +33,7 @@ ENTRY = "/models/tiny-8k.gguf"
 BUSY = ParallelSnapshot(
     ENTRY,
     (
-        SlotView(0, "decoding", 812, 4096, "127.0.0.1:50412", "7"),
+        SlotView(0, "decoding", 812, 4096, "127.0.0.1:50412", "7", generated=37),
         SlotView(1, "prefilling", 300, 4096, "127.0.0.1:50413", "8"),
         SlotView(2, "idle", 120, 4096),
     ),
@@ -77,7 +77,7 @@ def test_slots_states_cells_clients_and_the_queue_from_host_events(qloop, make_p
                 emit(panel, BUSY)
                 await until(lambda: len(view.rows) == 3, 10)
                 assert rows(panel) == [
-                    ("#0", "generating", "812 / 4,096", "127.0.0.1:50412 · request 7"),
+                    ("#0", "generating", "812 / 4,096", "127.0.0.1:50412 · request 7 · 37 tokens"),
                     ("#1", "prefill", "300 / 4,096", "127.0.0.1:50413 · request 8"),
                     ("#2", "idle", "120 / 4,096", "—"),
                 ]
@@ -175,6 +175,9 @@ async def two_generating_slots_shown(panel) -> None:
     engine = _parallel_engine(panel)
     assert engine.kv.total_cells == 2 * 4096 and engine.kv.used_cells > 0
     assert "llama.cpp parallel (2 slots): tiny-8K" in panel.engines_view.summary.text()
+    speed = lambda: (e := _parallel_engine(panel)) is not None and (e.kv.generation_tokens_per_s or 0) > 0  # noqa: E731
+    await until(speed, 30)  # its tokens/s, from the engine's count of sampled tokens (the tok/s chart's)
+    assert all(" tokens" in r.owner.text() for r in view.rows)  # each slot's tokens so far
 
 
 def _parallel_engine(panel):

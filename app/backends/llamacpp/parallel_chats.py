@@ -51,6 +51,7 @@ class SlotState:
     request: int | None  # the reply's id in this engine (None: idle)
     cells: int  # KV cells the slot's stream holds (its request's, or the prefix kept from the last one)
     state: str  # "idle", "prefilling", "decoding"
+    generated: int = 0  # tokens its request has generated so far
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class SlotsReport:
     slots: tuple[SlotState, ...] = ()
     waiting: int = 0  # requests waiting for a free slot
     n_ctx_per_slot: int = 0
+    generated_total: int = 0  # tokens generated over all requests since the engine started (only grows)
 
 
 class ParallelReply:
@@ -115,6 +117,8 @@ class ParallelChats:
         self.info: dict[str, Any] = {}
         self._cells: dict[int, int] = {}
         self._states: dict[int, str] = {}
+        self._generated: dict[int, int] = {}
+        self._generated_total = 0
         self._slot_count = 0
 
     @property
@@ -141,10 +145,11 @@ class ParallelChats:
         holders = {r.slot: r.id for r in live if r.slot is not None}
         states = tuple(
             SlotState(i, holders.get(i), self._cells.get(i, 0), self._states.get(i, "prefilling") if i in holders
-                      else "idle")
+                      else "idle", self._generated.get(i, 0) if i in holders else 0)
             for i in range(self._slot_count)
         )  # fmt: skip
-        return SlotsReport(states, sum(1 for r in live if r.slot is None), int(self.info.get("n_ctx") or 0))
+        waiting = sum(1 for r in live if r.slot is None)
+        return SlotsReport(states, waiting, int(self.info.get("n_ctx") or 0), self._generated_total)
 
     async def start(
         self, path: str, params: LoadParams, slots: int, n_gpu_layers: int = 0, *, no_repack: bool = False
@@ -175,7 +180,7 @@ class ParallelChats:
             await self.close()
             raise ParallelEngineError(why, crashed=code is not None and code < 0)
         self.info, self._slot_count = dict(first["info"]), slots
-        self._cells, self._states = {}, {}
+        self._cells, self._states, self._generated, self._generated_total = {}, {}, {}, 0
         self._tasks.append(asyncio.create_task(self._read_events(self._proc)))
         return self.info
 
@@ -292,6 +297,8 @@ class ParallelChats:
         for s in event.get("slots") or []:
             self._cells[int(s["slot"])] = int(s.get("cells") or 0)
             self._states[int(s["slot"])] = str(s.get("state") or "idle")
+            self._generated[int(s["slot"])] = int(s.get("generated") or 0)
+        self._generated_total = int(event.get("generated_total") or self._generated_total)
         self._changed()
 
     def _changed(self) -> None:

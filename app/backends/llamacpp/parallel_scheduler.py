@@ -70,6 +70,7 @@ class Scheduler:
         self.batch, self._ends, self._piece, self._say = batch, ends, piece, say
         self.slots = [Slot(i) for i in range(batch.settings.slots)]
         self.waiting: deque[Request] = deque()
+        self.generated_total = 0  # tokens sampled over all requests (only grows): the Monitor's tok/s
 
     @property
     def busy(self) -> bool:
@@ -107,7 +108,8 @@ class Scheduler:
 
     def slot_report(self) -> list[dict[str, Any]]:
         return [{"slot": s.index, "request": s.running.request.id if s.running else None,
-                 "cells": self.batch.cells(s.index), "state": self._state(s)} for s in self.slots]  # fmt: skip
+                 "cells": self.batch.cells(s.index), "state": self._state(s),
+                 "generated": s.running.generated if s.running else 0} for s in self.slots]  # fmt: skip
 
     # --- admission ----------------------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -168,6 +170,7 @@ class Scheduler:
             self._finish(slot, "stop")
             return
         running.generated += 1
+        self.generated_total += 1
         running.last = token
         if piece := running.text.feed(self._piece(token)):
             self._say({"id": running.request.id, "event": "piece", "text": piece})

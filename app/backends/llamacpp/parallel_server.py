@@ -121,7 +121,8 @@ class Server:
             self.scheduler.step()
             if (now := time.perf_counter()) - reported >= SLOTS_EVERY_S or not self.scheduler.busy:
                 reported = now
-                _say({"event": "slots", "slots": self.scheduler.slot_report(), "waiting": len(self.scheduler.waiting)})
+                _say({"event": "slots", "slots": self.scheduler.slot_report(), "waiting": len(self.scheduler.waiting),
+                      "generated_total": self.scheduler.generated_total})  # fmt: skip
             _flush()
 
 

@@ -100,6 +100,7 @@ class SlotView:
     n_ctx: int
     client: str | None = None  # who asked (the API's client address), None when idle
     request: str | None = None  # the request's label (the API's request-log id), None when idle
+    generated: int = 0  # tokens its request has generated so far
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class ParallelSnapshot:
     slots: tuple[SlotView, ...] = ()
     waiting: int = 0
     pid: int | None = None
+    generated_total: int | None = None  # tokens generated since the engine started (only grows; None: not started)
 
     @property
     def cells_used(self) -> int:

@@ -246,10 +246,10 @@ class ParallelSlots:
             del self._who[gone]
         views = tuple(
             SlotView(s.slot, s.state, s.cells, report.n_ctx_per_slot or loaded.info.n_ctx,
-                     *self._who.get(s.request, (None, None)) if s.request is not None else (None, None))
+                     *self._who.get(s.request, (None, None)) if s.request is not None else (None, None), s.generated)
             for s in report.slots
         )  # fmt: skip
-        return ParallelSnapshot(loaded.entry, views, report.waiting, self._chats.pid)
+        return ParallelSnapshot(loaded.entry, views, report.waiting, self._chats.pid, report.generated_total)
 
 
 def _model_info(info: dict[str, Any]) -> ModelInfo:

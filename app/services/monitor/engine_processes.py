@@ -159,4 +159,5 @@ def _parallel_target(host: EngineHost) -> EngineTarget | None:
     cells = {s.slot: s.cells for s in snapshot.slots}
     kv = KvUsage(snapshot.cells_used, snapshot.cells_total, cells) if snapshot.cells_total else None
     name = model_display_name(loaded.info.name, loaded.entry)
-    return EngineTarget(PARALLEL, f"llama.cpp parallel ({loaded.slots} slots): {name}", True, snapshot.pid, kv)
+    label = f"llama.cpp parallel ({loaded.slots} slots): {name}"
+    return EngineTarget(PARALLEL, label, True, snapshot.pid, kv, generated_tokens=snapshot.generated_total)

@@ -32,8 +32,9 @@ def state_name(state: str) -> str:
 
 
 def slot_owner(slot: SlotView) -> str:
-    """``127.0.0.1:50412 · request 7``; ``—`` for a free slot."""
-    parts = [slot.client, f"request {slot.request}" if slot.request else None]
+    """``127.0.0.1:50412 · request 7 · 37 tokens``; ``—`` for a free slot."""
+    tokens = f"{slot.generated:,} token{'s' if slot.generated != 1 else ''}" if slot.generated else None
+    parts = [slot.client, f"request {slot.request}" if slot.request else None, tokens]
     return " · ".join(p for p in parts if p) or "—"
 
 
