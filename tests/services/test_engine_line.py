@@ -32,7 +32,7 @@ def folder(tmp_path_factory):
 
 @pytest.fixture
 def api(folder):
-    with ApiHarness(folder, ServerConfig(port=0)) as harness:
+    with ApiHarness(folder, ServerConfig(port=0, n_parallel=1)) as harness:
         harness.run(harness.host.load(str(folder / "endless.gguf"), LoadParams(n_ctx=1024)))
         yield harness
 

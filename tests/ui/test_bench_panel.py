@@ -271,7 +271,7 @@ def test_parallel_sequences_checkbox_runs_llamacpp_parallel(qloop, make_panel, l
         headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
         cells = {h: panel.table.item(0, c).text() for c, h in enumerate(headers)}
         assert cells["Engine"] == "llamacpp-parallel" and cells["Errors"] == "0" and cells["Output tokens"] == "8"
-        assert cells["Max sustained"] == "2" and "no chat template" in cells["Note"]
+        assert cells["Max sustained"] == "2" and "continuous batching" in cells["Note"]
         panel.select_engine("vllm")
         assert not panel.parallel_check.isVisibleTo(panel)
         panel.endpoint_edit.setText("http://127.0.0.1:9")

@@ -164,7 +164,7 @@ class LlamaCppDriver:
 class LlamaCppParallelDriver:
     name = "llamacpp-parallel"
     note_always = True  # the note holds at concurrency 1 too
-    note = "N sequences at once by continuous batching (the parallel engine serve --parallel N runs), full context each"
+    note = "N sequences at once by continuous batching (the API server's parallel engine), full context each"
 
     def __init__(self, target: BenchTarget) -> None:
         from app.backends.llamacpp.parallel_chats import ParallelChats
