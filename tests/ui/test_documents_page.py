@@ -92,11 +92,17 @@ def test_a_folder_is_indexed_with_states_and_a_search_finds_the_page(qloop, make
     qloop.run_until_complete(scenario())
 
 
-def test_pause_resume_and_cancel_change_the_run(qloop, make_framed_page, tmp_path):
+def many_notes(tmp_path):
+    """A folder of ``MANY`` small Markdown notes: a run long enough to pause, cancel or close mid-way."""
     folder = tmp_path / "many"
     folder.mkdir()
     for n in range(MANY):
         (folder / f"note{n:02}.md").write_text(f"# Note {n}\n\n" + page_text(f"topic{n}", 60), encoding="utf-8")
+    return folder
+
+
+def test_pause_resume_and_cancel_change_the_run(qloop, make_framed_page, tmp_path):
+    folder = many_notes(tmp_path)
     page = make_framed_page(build)
 
     async def scenario():
@@ -173,10 +179,7 @@ def test_the_page_fits_1024x700_with_nothing_clipped(qloop, make_framed_page, tm
 def test_closing_the_workstation_stops_indexing_and_keeps_what_was_committed(qloop, make_framed_page, tmp_path):
     from app.services.documents.store import DocumentStore
 
-    folder = tmp_path / "many"
-    folder.mkdir()
-    for n in range(MANY):
-        (folder / f"note{n:02}.md").write_text(f"# Note {n}\n\n" + page_text(f"topic{n}", 60), encoding="utf-8")
+    folder = many_notes(tmp_path)
     page = make_framed_page(build)
     service = page.workstation.documents
     assert page.workstation.documents is service  # one service, made on first use

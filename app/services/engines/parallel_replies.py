@@ -75,19 +75,13 @@ class ParallelReplyStream:
                 await self._begin()
             assert self._inner is not None
             return await self._inner.__anext__()
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except RequestRefusedError:
-            await self.aclose()
-            raise
         except GenerationError as exc:
             await self.aclose()
-            if self._slots.loaded is None:  # the child is gone (a crash, or it was stopped)
+            if not isinstance(exc, RequestRefusedError) and self._slots.loaded is None:  # the child is gone
                 raise GenerationError(f"{_sentence(str(exc))} The reply so far is kept; send again to start the "
                                       "parallel engine again.") from exc  # fmt: skip
             raise
-        except BaseException:
+        except BaseException:  # the end of the reply (StopAsyncIteration) included
             await self.aclose()
             raise
 
