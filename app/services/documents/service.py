@@ -83,7 +83,11 @@ class DocumentsService:
         store = await self.open()
         return await asyncio.to_thread(store.files, collection)
 
-    async def search(self, query: str, collection: str | None = None, top: int = 10) -> list[SearchHit]:
+    async def search(
+        self, query: str, collection: str | None = None, top: int = 10, mode: str = "auto"
+    ) -> list[SearchHit]:
+        """The best ``top`` passages for ``query``. ``mode``: "keyword" (BM25 only), "hybrid" (keyword and vectors
+        fused; needs an embedding model), "auto" (hybrid when the collection's vectors are there, else keyword)."""
         store = await self.open()
         return await asyncio.to_thread(store.search, query, collection, top)
 

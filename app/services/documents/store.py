@@ -9,14 +9,17 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from app.core.documents.chunking import Chunk
 from app.services.documents import schema
 from app.services.documents.search import SearchHit, search_chunks
 from app.services.paths import app_paths, private_database
+
+T = TypeVar("T")
 
 DEFAULT_COLLECTION = "default"
 INDEXED, FAILED, PENDING = "indexed", "failed", "pending"
@@ -77,6 +80,16 @@ class DocumentStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """``query(connection)`` under the store's lock: how other modules (vectors, chat context) read the index."""
+        with self._lock:
+            return query(self._db)
+
+    def write(self, change: Callable[[sqlite3.Connection], T]) -> T:
+        """``change(connection)`` in one transaction (all of it or none)."""
+        with self._transaction() as db:
+            return change(db)
 
     # --- collections and roots -----------------------------------------------------------------------------------
     def collection_id(self, name: str) -> int:
