@@ -48,6 +48,7 @@ class Settings:
     api_key: str = field(default="", repr=False)  # empty: no key (allowed on 127.0.0.1 only); never logged
     api_idle_ttl_s: float = 3600.0  # a model the server loaded unloads after this long without requests
     api_autostart: bool = False  # start the server with the window
+    documents_embedding_model: str = ""  # a GGUF embedding model for document search; empty: keyword search only
 
     def remember_model(self, path: str) -> None:
         self.recent_models = [path] + [p for p in self.recent_models if p != path]
@@ -81,6 +82,7 @@ class Settings:
             "api_key": self.api_key,
             "api_idle_ttl_s": self.api_idle_ttl_s,
             "api_autostart": self.api_autostart,
+            "documents_embedding_model": self.documents_embedding_model,
         }
 
     @classmethod
@@ -118,6 +120,7 @@ class Settings:
                 api_key=str(data.get("api_key", "")),
                 api_idle_ttl_s=float(data.get("api_idle_ttl_s", 3600.0)),
                 api_autostart=bool(data.get("api_autostart", False)),
+                documents_embedding_model=str(data.get("documents_embedding_model", "")),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise SettingsError(f"The settings file has a value of the wrong type ({exc}).") from exc

@@ -143,10 +143,23 @@ class Workstation:
     def documents(self) -> DocumentsService:
         """Your documents: the index in ``documents.sqlite3`` (opened off the loop's thread on first use) and its
         indexer; ``await documents.search(...)``, ``documents.index(paths, collection)``, ``subscribe`` for progress.
-        Closing cancels indexing; what was committed stays."""
+        Closing cancels indexing; what was committed stays. The ``documents_embedding_model`` setting chooses its
+        embedding model, run on the engine host (beside the chat model when both fit)."""
+        from app.services.documents.embedder import HostEmbedder
         from app.services.documents.service import DocumentsService
 
-        return DocumentsService(self.paths.data_dir / "documents.sqlite3")
+        def embedder_for(entry: str) -> HostEmbedder:
+            return HostEmbedder(self.host, entry, lambda: self.model_settings.effective_load(entry))
+
+        model = self.settings.documents_embedding_model or None
+        service = DocumentsService(self.paths.data_dir / "documents.sqlite3", embedder_for=embedder_for,
+                                   embedding_model=model)  # fmt: skip
+        self.subscribe(lambda event: self._documents_follow(service, event))
+        return service
+
+    def _documents_follow(self, service: DocumentsService, event: SettingsChanged) -> None:
+        if event.touches("documents_embedding_model"):
+            service.set_embedding_model(self.settings.documents_embedding_model or None)
 
     @functools.cached_property
     def ollama(self) -> SharedOllama:

@@ -1,4 +1,5 @@
-"""What the indexer reports while it works: one event per file, totals at the end."""
+"""What the indexer reports while it works: one event per file, totals at the end; and how embedding the chunks
+for vector search is going (``EmbeddingProgress``)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,24 @@ class IndexTotals:
 
 
 IndexListener = Callable[[FileEvent | IndexTotals], None]
+
+
+# what background embedding is doing (``EmbeddingProgress.state``)
+EMBED_OFF, EMBEDDING, EMBED_PAUSED, EMBED_DONE = "off", "embedding", "paused", "done"
+EMBED_WAITING, EMBED_FAILED, EMBED_CANCELLED, EMBED_UNAVAILABLE = "waiting", "failed", "cancelled", "unavailable"
+
+
+@dataclass(frozen=True)
+class EmbeddingProgress:
+    """Where embedding the chunks stands: ``embedded`` of ``total`` chunks have a vector from ``model``."""
+
+    model: str | None = None  # the embedding model chosen (a library entry); None: keyword search only
+    state: str = EMBED_OFF
+    embedded: int = 0
+    total: int = 0
+    reason: str | None = None  # why it is waiting, failed or unavailable
+    rate: float | None = None  # chunks per second in this run
+
+    @property
+    def running(self) -> bool:
+        return self.state in (EMBEDDING, EMBED_PAUSED)

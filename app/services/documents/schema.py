@@ -2,11 +2,17 @@
 
 ``chunks.id`` is the chunk's stable id: the FTS5 table is an external-content index over ``chunks`` keyed by it
 (kept in step by triggers), and another table (vectors, say) can refer to it the same way. A file's chunks go with
-its row (``ON DELETE CASCADE``), and the delete trigger takes them out of the FTS index too."""
+its row (``ON DELETE CASCADE``), and the delete trigger takes them out of the FTS index too.
+
+Vectors (``vectors.py``) live in the same file, in a sqlite-vec table keyed by chunk id; ``connect`` loads the
+extension on every connection (so a chunk's delete trigger can reach its vector) or says why it could not. Python
+builds without loadable SQLite extensions (pyenv's default) use ``pysqlite3`` when it is installed."""
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
+from types import ModuleType
 
 SCHEMA_VERSION = 1
 
@@ -58,13 +64,28 @@ END;
 """
 
 
+def driver() -> ModuleType:
+    """The DB-API module that can load SQLite extensions: the standard library's when its build allows it, else
+    ``pysqlite3`` when installed, else the standard library's (keyword search only)."""
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    try:
+        return importlib.import_module("pysqlite3.dbapi2")
+    except ImportError:
+        return sqlite3
+
+
 def connect(path: str) -> sqlite3.Connection:
-    """A connection with the schema in place: WAL, foreign keys on, autocommit off only inside ``with``."""
-    connection = sqlite3.connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
+    """A connection with the schema in place: WAL, foreign keys on, autocommit off only inside ``with``; the
+    vector extension loaded where it can be (``vectors.prepare``)."""
+    from app.services.documents import vectors
+
+    connection: sqlite3.Connection = driver().connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
     connection.execute("PRAGMA foreign_keys=ON")
     version = connection.execute("PRAGMA user_version").fetchone()[0]
     if version < SCHEMA_VERSION:
         connection.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+    vectors.prepare(connection)
     return connection
