@@ -1,5 +1,5 @@
-"""``llm-workstation docs``: real subprocesses against the real store — add (progress, resumable after a SIGKILL),
-list, search, remove, and their exit codes."""
+"""``llm-workstation docs``: real subprocesses against the real store through the Workstation's documents service —
+add (progress, resumable after a SIGKILL), list, search (and its modes), remove, watch, and their exit codes."""
 
 from __future__ import annotations
 
@@ -66,6 +66,37 @@ def test_search_gives_path_page_text_and_score(folder: Path) -> None:
     assert "p. 2" in cli("search", "okapi").stdout
     assert cli("search", 'AND "( NEAR*').returncode == 0
     assert cli("search", "okapi", "--collection", "nope").returncode == 2
+
+
+def test_search_takes_a_mode(folder: Path) -> None:
+    cli("add", str(folder))
+    keyword = json.loads(cli("search", "okapi", "--mode", "keyword", "--json").stdout)
+    assert keyword["mode"] == "keyword" and Path(keyword["hits"][0]["path"]).name == "guide.pdf"
+    assert json.loads(cli("search", "okapi", "--json").stdout)["mode"] == "auto"
+    assert cli("search", "okapi", "--mode", "fuzzy").returncode == 2
+
+
+def test_add_watch_then_watch_off_and_on_and_list_shows_the_watched_folders(folder: Path, tmp_path: Path) -> None:
+    added = cli("add", str(folder), "--watch", "--collection", "notes")
+    assert added.returncode == 0, added.stderr
+    assert "done: 2 indexed" in added.stderr and "watching: the app keeps these paths indexed" in added.stderr
+    (collection,) = json.loads(cli("list", "--json").stdout)["collections"]
+    assert collection["watched"] == [str(folder)]
+    assert f"  watching {folder}" in cli("list").stdout.splitlines()
+    off = cli("watch", str(folder), "off")
+    assert (off.returncode, off.stdout.splitlines()) == (0, [f"no longer watching {folder} (collection 'notes')"])
+    assert json.loads(cli("list", "--json").stdout)["collections"][0]["watched"] == []
+    on = cli("watch", str(folder), "on", "--collection", "notes")
+    assert on.returncode == 0 and on.stdout.startswith(f"watching {folder} (collection 'notes')")
+    never = cli("watch", str(tmp_path / "never-added"), "on")
+    assert never.returncode == 2
+    assert never.stderr.strip().splitlines() == [
+        f"llm-workstation: not an added folder: {tmp_path / 'never-added'} (docs add {tmp_path / 'never-added'} "
+        "--watch adds and watches it)"
+    ]
+    assert cli("watch", str(folder), "on", "--collection", "nope").returncode == 2
+    assert cli("remove", str(folder)).returncode == 0
+    assert json.loads(cli("list", "--json").stdout)["collections"][0]["watched"] == []  # went with its folder
 
 
 def test_collections_keep_their_files_apart_and_remove(folder: Path, tmp_path: Path) -> None:
