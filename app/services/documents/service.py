@@ -3,7 +3,11 @@
 Everything that touches SQLite or the disk runs in a worker thread (``await``-able here), so a caller on the UI's
 loop never blocks. Indexing runs one request at a time, in order; its events (``FileEvent``, ``IndexTotals``) and
 ``IndexProgress`` snapshots reach the subscribers on the loop's thread. ``close`` cancels the run in flight (what was
-committed stays) and closes the database."""
+committed stays) and closes the database.
+
+With an embedding model chosen (``set_embedding_model``; the Workstation follows the ``documents_embedding_model``
+setting), chunks without a vector are embedded in the background (``backfill.py``, ``EmbeddingProgress`` events),
+after each indexing run too, paused and cancelled with indexing; search is then hybrid (``hybrid.py``)."""
 
 from __future__ import annotations
 
@@ -14,8 +18,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from app.core.errors import AppError, InvalidInputError
 from app.services.documents import events as ev
+from app.services.documents import vectors
 from app.services.documents import watch as watching
+from app.services.documents.backfill import Backfill
+from app.services.documents.embedder import Embedder, EmbedderWaiting, normalized
+from app.services.documents.hybrid import hybrid_search
 from app.services.documents.indexer import DocumentIndexer, IndexLimits
 from app.services.documents.search import SearchHit
 from app.services.documents.store import DEFAULT_COLLECTION, CollectionSummary, DocumentStore, FileRecord
@@ -38,13 +47,27 @@ class IndexProgress:
     cancelled: bool = False
 
 
-DocumentsEvent = ev.FileEvent | ev.IndexTotals | IndexProgress
+DocumentsEvent = ev.FileEvent | ev.IndexTotals | IndexProgress | ev.EmbeddingProgress
+KEYWORD, HYBRID, AUTO = "keyword", "hybrid", "auto"
 
 
 class DocumentsService:
-    def __init__(self, path: Path, limits: IndexLimits | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        limits: IndexLimits | None = None,
+        embedder_for: Callable[[str], Embedder] | None = None,
+        embedding_model: str | None = None,
+    ) -> None:
         self.path = path
         self.limits = limits or IndexLimits()
+        self._embedder_for = embedder_for  # an embedder for a model entry (the Workstation's runs on its host)
+        self._embedder: Embedder | None = None
+        self._embedding = ev.EmbeddingProgress(embedding_model or None)
+        self._embed_task: asyncio.Task[None] | None = None
+        self._embed_go = asyncio.Event()
+        self._embed_go.set()
+        self.vector_problem: str | None = None  # why vector search cannot run here (no sqlite-vec), if so
         self._store: DocumentStore | None = None
         self._indexer: DocumentIndexer | None = None
         self._open_lock: asyncio.Lock | None = None
@@ -67,6 +90,8 @@ class DocumentsService:
                     self._store = await asyncio.to_thread(DocumentStore, self.path)
                     if self.watch_interval_s is not None and await asyncio.to_thread(watching.any_watched, self._store):
                         self.start_watching()  # folders watched in an earlier session: followed from now on
+                    self.vector_problem = await asyncio.to_thread(self._store.read, vectors.load_extension)
+                    self._embed_soon(restart=True)
         return self._store
 
     # --- news ----------------------------------------------------------------------------------------------------
@@ -91,8 +116,26 @@ class DocumentsService:
     ) -> list[SearchHit]:
         """The best ``top`` passages for ``query``. ``mode``: "keyword" (BM25 only), "hybrid" (keyword and vectors
         fused; needs an embedding model), "auto" (hybrid when the collection's vectors are there, else keyword)."""
+        return (await self.search_with_mode(query, collection, top, mode))[0]
+
+    async def search_with_mode(
+        self, query: str, collection: str | None = None, top: int = 10, mode: str = AUTO
+    ) -> tuple[list[SearchHit], str]:
+        """``search``, and how it ranked: "hybrid", or "keyword" (asked for, or no vectors or embedder to use: a
+        hybrid search whose query cannot be embedded now falls back to keywords, and the log says why)."""
+        if mode not in (KEYWORD, HYBRID, AUTO):
+            raise InvalidInputError(f"Unknown search mode {mode!r}: use keyword, hybrid or auto.")
         store = await self.open()
-        return await asyncio.to_thread(store.search, query, collection, top)
+        embedder = self._current_embedder() if mode != KEYWORD else None
+        if embedder is not None and self.vector_problem is None and await asyncio.to_thread(store.read, vectors.ready):
+            try:
+                vector = normalized(await embedder.embed([query]))[0]
+            except AppError as exc:
+                log.warning("searching by keywords only: the query could not be embedded (%s)", exc)
+            else:
+                hits = await asyncio.to_thread(store.read, lambda db: hybrid_search(db, query, vector, collection, top))
+                return hits, HYBRID
+        return await asyncio.to_thread(store.search, query, collection, top), KEYWORD
 
     async def remove_collection(self, name: str) -> int:
         store = await self.open()
@@ -112,12 +155,16 @@ class DocumentsService:
         return task
 
     def pause(self) -> None:
-        """Stop after the file in flight (or before the first one, when the run has not begun)."""
+        """Stop after the file in flight (or before the first one, when the run has not begun), and embedding
+        after the batch in flight."""
         if self._progress.running:
             self._indexer_paused(True)
+        if self._embedding.running:
+            self._embed_go.clear()
 
     def resume(self) -> None:
         self._indexer_paused(False)
+        self._embed_go.set()
 
     def _indexer_paused(self, paused: bool) -> None:
         self._pause_wanted = paused
@@ -131,6 +178,7 @@ class DocumentsService:
             if task is not self._current:
                 task.cancel()
         self._pause_wanted = False
+        self._cancel_embedding()
         if self._indexer is not None and self._current is not None:
             indexer = self._indexer
             run = indexer.stop_soon()  # at once, here: a run started after this one is not cancelled
@@ -168,6 +216,8 @@ class DocumentsService:
                 self._set_progress(running=waiting > 0, current=None, queued=max(0, waiting))
             if totals.cancelled:
                 self._set_progress(cancelled=True, paused=False)
+            else:
+                self._embed_soon()
             return totals
 
     def _from_thread(self, event: ev.FileEvent | ev.IndexTotals) -> None:
@@ -216,6 +266,84 @@ class DocumentsService:
             self._watcher = watching.FolderWatcher(self, self.watch_interval_s)
         self._watcher.start()
 
+    # --- embedding (backfill.py) ----------------------------------------------------------------------------------
+    def embedding(self) -> ev.EmbeddingProgress:
+        return self._embedding
+
+    def set_embedding_model(self, entry: str | None) -> None:
+        """Embed with ``entry`` from now on (None: keyword search only). Another model's vectors are dropped and
+        the chunks embedded again in the background; the keyword index is not touched."""
+        model = entry or None
+        if model == self._embedding.model and self._embed_task is not None and not self._embed_task.done():
+            return
+        self._embedder = None
+        self._set_embedding(ev.EmbeddingProgress(model))
+        self._embed_soon(restart=True)
+
+    def _embed_soon(self, restart: bool = False) -> None:
+        """Start embedding what has no vector (the job in flight, if any, goes on, or is stopped first when
+        ``restart``); with no model chosen, drop the vectors. Nothing before the store is open."""
+        if self._closed or self._store is None:
+            return
+        running = self._embed_task is not None and not self._embed_task.done()
+        if running and not restart:
+            return
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a CLI verb): the next open on a loop embeds
+            return
+        previous = self._embed_task
+        if previous is not None:
+            previous.cancel()
+        if self._embedding.model is not None:  # running from now on, for whoever looks before its first step
+            self._set_embedding(replace(self._embedding, state=ev.EMBEDDING, reason=None))
+        self._embed_task = self._loop.create_task(self._embed(previous))
+
+    async def _embed(self, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        store, model = await self.open(), self._embedding.model
+        if model is None:
+            await asyncio.to_thread(store.write, lambda db: vectors.use_model(db, None))
+            return
+        if self.vector_problem is not None:
+            self._set_embedding(ev.EmbeddingProgress(model, ev.EMBED_UNAVAILABLE, reason=self.vector_problem))
+            return
+        embedder = self._current_embedder()
+        if embedder is None:
+            return
+        try:
+            await Backfill(store, embedder, model, self._set_embedding).run(self._embed_go)
+        except asyncio.CancelledError:
+            self._set_embedding(replace(self._embedding, state=ev.EMBED_CANCELLED))
+            raise
+        except EmbedderWaiting as exc:
+            self._set_embedding(replace(self._embedding, state=ev.EMBED_WAITING, reason=str(exc)))
+        except (AppError, ValueError) as exc:
+            log.warning("embedding the documents with %s failed: %s", model, exc)
+            self._set_embedding(replace(self._embedding, state=ev.EMBED_FAILED, reason=str(exc)))
+
+    def start_embedding(self) -> None:
+        """Embed what has no vector yet (after a Cancel, say); a run in flight goes on."""
+        self._embed_soon()
+
+    def _current_embedder(self) -> Embedder | None:
+        model = self._embedding.model
+        if self._embedder is None and model is not None and self._embedder_for is not None:
+            self._embedder = self._embedder_for(model)
+        return self._embedder
+
+    def _cancel_embedding(self) -> None:
+        self._embed_go.set()
+        if self._embed_task is not None and not self._embed_task.done():
+            self._embed_task.cancel()
+
+    def _set_embedding(self, progress: ev.EmbeddingProgress) -> None:
+        if progress.model != self._embedding.model and progress.state != ev.EMBED_OFF:
+            return  # a report from the run of a model no longer chosen
+        self._embedding = progress
+        self._events.emit(progress)
+
     # --- closing -------------------------------------------------------------------------------------------------
     async def close(self) -> None:
         """Cancel indexing (what was committed stays), wait for it to stop, close the database. Idempotent."""
@@ -227,6 +355,8 @@ class DocumentsService:
         self.cancel()
         if self._runs:
             await asyncio.gather(*list(self._runs), return_exceptions=True)
+        if self._embed_task is not None:
+            await asyncio.gather(self._embed_task, return_exceptions=True)
         if self._indexer is not None:
             await asyncio.to_thread(self._indexer.close)
         if self._store is not None:
