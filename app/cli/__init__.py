@@ -83,6 +83,10 @@ def _add_chat(verbs: argparse._SubParsersAction) -> None:
         help="speculative decoding: n-gram lookup in the text so far, or a draft model with the same tokenizer",
     )
     chat.add_argument("--json", action="store_true", help="print the reply's figures as JSON on the last line")
+    chat.add_argument(
+        "--docs", default=None, metavar="NAME",
+        help="answer from your documents: a collection's name, or a file or folder (indexed first if need be)",
+    )  # fmt: skip
 
 
 def _add_bench(verbs: argparse._SubParsersAction) -> None:

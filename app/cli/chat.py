@@ -11,6 +11,7 @@ from typing import Any
 from app.backends.protocol import BackendError
 from app.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail, fail_error
 from app.core.chat.conversation import ReplyStats
+from app.core.errors import NotFoundError
 from app.core.gguf.header import GgufFileError, read_gguf_header
 from app.core.load_checks import context_beyond_training, memory_refusal
 from app.core.params import LoadParams, SamplingParams
@@ -42,7 +43,9 @@ def chat(args: argparse.Namespace) -> int:
         {"role": "user", "content": args.prompt}
     ]
     try:
-        result = asyncio.run(_chat(args.model, load, sampling, messages))
+        result = asyncio.run(_chat(args.model, load, sampling, messages, getattr(args, "docs", None)))
+    except NotFoundError as exc:  # --docs names nothing the index or the disk holds
+        return fail(str(exc), EXIT_BAD_INPUT)
     except BackendError as exc:  # a request that cannot work as asked (LoadRefusedError) is bad input
         print(file=sys.stdout, flush=True)
         return fail_error(exc)
@@ -57,28 +60,38 @@ def chat(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _chat(model: str, load: LoadParams, sampling: SamplingParams, messages: list[dict[str, str]]) -> dict:
-    """One reply through the engine host, as the window and the API server get theirs."""
+async def _chat(
+    model: str, load: LoadParams, sampling: SamplingParams, messages: list[dict[str, str]], docs: str | None = None
+) -> dict:
+    """One reply through the engine host, as the window and the API server get theirs; with ``docs``, answered from
+    those documents (whole or passages, cited)."""
     from app.backends.llamacpp.backend import LlamaCppBackend
+    from app.cli.chat_docs import DocumentsForChat, figures, sources_lines
     from app.services.engines.entries import EngineKind
     from app.services.engines.host import EngineHost
     from app.services.paths import app_paths
 
     # chat() has checked the memory; the worker still refuses what RAM cannot hold
     host = EngineHost(LlamaCppBackend(kernel_fallback_marker=app_paths().llama_kernel_fallback))
+    documents = DocumentsForChat(docs) if docs else None
     try:
+        if documents is not None:
+            await documents.attach(host)  # before the model loads: a wrong name fails at once
         info = await host.load(model, load)
         if info.chat_format is not None and load.chat_format is None:
             print(f"note: {info.chat_format_reason}", file=sys.stderr)
         if warning := context_beyond_training(info.n_ctx, info.n_ctx_train):
             print(f"warning: {warning}", file=sys.stderr)
         parts: list[str] = []
-        reply = host.stream_chat(EngineKind.LLAMACPP, messages, sampling)
+        prompt, context = await documents.prompt(host, messages, sampling) if documents else (messages, None)
+        reply = host.stream_chat(EngineKind.LLAMACPP, prompt, sampling)
         async for delta in reply:
             parts.append(delta.text)
             sys.stdout.write(delta.text)
             sys.stdout.flush()
         print()
+        for line in sources_lines(context):
+            print(line)
         stats, kv = reply.stats, host.llamacpp.kv_usage()
         return {
             "text": "".join(parts),
@@ -88,9 +101,12 @@ async def _chat(model: str, load: LoadParams, sampling: SamplingParams, messages
             "n_ctx": info.n_ctx,
             "chat_format": info.chat_format,
             "model": info.name,
+            **figures(context),
         }
     finally:
         await host.close()
+        if documents is not None:
+            await documents.close()
 
 
 def _speculation_figures(stats: ReplyStats | None) -> dict[str, Any]:

@@ -124,7 +124,7 @@ def test_json_round_trips_every_field_but_ids_and_the_origin() -> None:
     original = sample()
     document = json.loads(chat_json.dumps([original], exported_at=5.0))
     assert (document["format"], document["exported_at"]) == (chat_json.FORMAT, 5.0)
-    assert document["version"] == chat_json.VERSION == 3
+    assert document["version"] == chat_json.VERSION == 4
     [back] = chat_json.read_document(document)
     assert back.messages == original.messages
     assert (back.title, back.system_prompt, back.updated_at) == (original.title, "Be brief.", 1_767_225_600.0)

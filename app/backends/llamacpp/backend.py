@@ -498,6 +498,7 @@ def _reply_stats(reply: _Reply, event: dict[str, Any], now: float) -> ReplyStats
         decode = (completion - 1) / (reply.last_at - reply.first_at)
     return ReplyStats(
         prompt_tokens=int(event.get("prompt_tokens", 0)),
+        cached_prompt_tokens=int(event.get("cached_tokens") or 0),
         completion_tokens=completion,
         ttft_ms=ttft_ms,
         decode_tokens_per_s=decode,

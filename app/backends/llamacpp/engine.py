@@ -53,6 +53,7 @@ class TokenCounter:
     """Counts what llama.cpp's generate loop produced for one request."""
 
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt, found in the context from the last request (llama.cpp keeps the prefix)
     sampled: int = 0
     last_token: int | None = None
     first_token_at: float | None = None
@@ -210,6 +211,7 @@ class LlamaEngine:
         def counting_generate(tokens: list[int], *args: Any, **kwargs: Any) -> Iterator[int]:
             counter = self.counter
             counter.prompt_tokens = len(tokens)
+            counter.cached_tokens = _kept_prefix(self.llm, tokens)
             counter.tokens = list(tokens)
             for token in original(tokens, *args, **kwargs):
                 if self._abort.is_set():  # Stop: end at this token, before it is counted or decoded
@@ -380,6 +382,7 @@ class LlamaEngine:
             completion -= 1
         return {
             "prompt_tokens": counter.prompt_tokens,
+            "cached_tokens": counter.cached_tokens,
             "completion_tokens": max(completion, 0),
             "finish_reason": finish_reason or "stop",
             "stop_sequence": stop_sequence,
@@ -468,3 +471,14 @@ def ram_only_machine() -> MachineMemory:
     ram = psutil.virtual_memory()
     reason = "this llama.cpp build cannot offload"
     return MachineMemory((), (), (), int(ram.total), int(ram.available), reason, cpu_amx=llama_cpp_uses_amx())
+
+
+def _kept_prefix(llm: Any, tokens: list[int]) -> int:
+    """The prompt tokens ``Llama.generate`` will not evaluate again: its common prefix with the context's tokens
+    (llama-cpp-python compares all but the prompt's last token, which it always evaluates)."""
+    kept = 0
+    for had, wanted in zip(llm._input_ids[: llm.n_tokens], tokens[:-1], strict=False):
+        if had != wanted:
+            break
+        kept += 1
+    return kept

@@ -11,7 +11,9 @@
 
 Version 2 added ``tools`` and ``tool_calls`` (version 1 files read as chats without them). Version 3 added a
 message's other versions (``versions``: branches of messages, nested the same way; ``version``: the shown one's
-slot; see ``app.core.chat.versions``); older files read as chats without them. A reader accepts every
+slot; see ``app.core.chat.versions``); older files read as chats without them. Version 4 added a reply's
+document sources (``sources``: [{"number", "path", "page", "text", "heading", "chunk_id", "start", "end"}]) and a
+chat's attached documents (``documents``: [{"collection", "path"}]). A reader accepts every
 version up to ``VERSION`` and refuses a newer one with a message saying so. Ids are not exported: an imported chat
 gets new ones (and ``forked_from``, an id in another history, is dropped on import). An imported chat's "always
 run" tools are dropped: the file may come from anyone, so its calls ask first again.
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from app.core.chat.conversation import (
     Attachment,
@@ -33,10 +36,13 @@ from app.core.chat.conversation import (
     Role,
 )
 from app.core.chat.tool_use import ChatTools, ToolUse
+from app.core.documents.citations import ChatDocument, Source
 from app.core.errors import InvalidInputError
 
+T = TypeVar("T")
+
 FORMAT = "llm-workstation-chats"
-VERSION = 3
+VERSION = 4
 
 
 class ChatFileError(InvalidInputError):
@@ -65,6 +71,7 @@ def _chat(conversation: Conversation) -> dict[str, Any]:
         "forked_from": conversation.forked_from,
         "forked_at": conversation.forked_at,
         "tools": conversation.tools.to_dict(),
+        "documents": [document.to_dict() for document in conversation.documents],
         "messages": [message_dict(message) for message in conversation.messages],
     }
 
@@ -84,6 +91,8 @@ def message_dict(message: Message) -> dict[str, Any]:
         "attachments": [attachment.to_dict() for attachment in message.attachments],
         "tool_calls": [call.to_dict() for call in message.tool_calls],
     }
+    if message.sources:
+        data["sources"] = [source.to_dict() for source in message.sources]
     if message.versions:
         data["version"] = message.version
         data["versions"] = [[message_dict(m) for m in branch] for branch in message.versions]
@@ -124,6 +133,7 @@ def _read_chat(data: Any, where: str) -> Conversation:
         folder=_text(data.get("folder"), where, "folder"),
         overflow=_enum(OverflowPolicy, data.get("overflow"), OverflowPolicy.DROP_OLDEST),
         tools=ChatTools(ChatTools.from_dict(data.get("tools")).servers),  # "always" is not imported
+        documents=_items(data.get("documents"), ChatDocument.from_dict, f"{where}: a document"),
     )
 
 
@@ -152,7 +162,18 @@ def read_message(data: Any, where: str) -> Message:
         tool_calls=_tool_calls(data.get("tool_calls"), where),
         versions=versions,
         version=version,
+        sources=_items(data.get("sources"), Source.from_dict, f"{where}: a source"),
     )
+
+
+def _items(items: Any, make: Callable[[Any], T], what: str) -> list[T]:
+    """A list of objects read with ``make``; ``ChatFileError`` when one cannot be read."""
+    if not isinstance(items, list):
+        return []
+    try:
+        return [make(item) for item in items]
+    except (TypeError, AttributeError) as exc:
+        raise ChatFileError(f"{what} cannot be read ({exc}).") from None
 
 
 def read_versions(items: Any, slot: Any, where: str) -> tuple[list[list[Message]], int]:

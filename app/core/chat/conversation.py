@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.chat.tool_use import ChatTools, ToolUse, calls_for_prompt, tool_prompt_messages
+from app.core.documents.citations import ChatDocument, Source
 from app.core.units import format_tokens_per_s
 
 
@@ -47,6 +48,7 @@ class ReplyStats:
     spec_accepted: int = 0  # draft tokens the model accepted (acceptance = accepted / drafted)
     # a speculative reply's decode tok/s over the median of this model's replies without it (None: no such reply yet)
     spec_speedup: float | None = None
+    cached_prompt_tokens: int = 0  # prompt tokens the engine found in its cache (a kept prefix), not computed again
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +67,8 @@ class ReplyStats:
         if self.ttft_ms is not None:
             parts.append(f"first token {self.ttft_ms:.0f} ms")
         parts.append(f"prompt {self.prompt_tokens} tokens")
+        if self.cached_prompt_tokens:
+            parts[-1] += f" ({self.cached_prompt_tokens} reused)"
         if self.thinking_ms is not None:
             parts.append(f"thought {self.thinking_ms / 1000:.1f} s ({self.thinking_tokens} tokens)")
         return " · ".join(parts)
@@ -109,6 +113,7 @@ class Message:
     # after it, and the slot of this one among them: see app.core.chat.versions
     versions: list[list[Message]] = field(default_factory=list, repr=False)
     version: int = 0
+    sources: list[Source] = field(default_factory=list)  # a reply's numbered document sources ([1], [2]…)
 
     def as_prompts(self, attachments_dir: str = "") -> list[dict[str, Any]]:
         """The message as a model is sent it (``as_prompt``), followed by one ``tool`` message per tool call."""
@@ -159,6 +164,7 @@ class Conversation:
     folder: str = ""  # "" = no folder
     overflow: OverflowPolicy = OverflowPolicy.DROP_OLDEST
     tools: ChatTools = field(default_factory=ChatTools)  # the MCP tools this chat may use, and those it always runs
+    documents: list[ChatDocument] = field(default_factory=list)  # files, folders, collections the chat answers from
     attachments_dir: str = field(default="", repr=False, compare=False)  # where its images are (set by the app)
 
     def prompt_messages(self) -> list[dict[str, Any]]:

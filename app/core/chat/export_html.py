@@ -39,6 +39,8 @@ details.versions { color: inherit; border-left: 3px solid #d9dce1; padding-left:
 details.tool { color: inherit; border: 1px solid #d9dce1; border-radius: 6px; padding: 0.3rem 0.6rem; }
 pre { background: %(light_bg)s; padding: 0.6rem; border-radius: 6px; overflow-x: auto; white-space: pre-wrap; }
 img { max-width: 100%%; border-radius: 6px; }
+.sources blockquote { margin: 0.2rem 0 0.6rem 0; padding-left: 0.6rem; border-left: 3px solid #d9dce1; }
+.source { font-weight: 600; }
 %(light_code)s
 @media (prefers-color-scheme: dark) {
   body { color: #e4e6ea; background: #16181c; }
@@ -94,6 +96,7 @@ def _message(message: Message, index: int, image_data: ImageData | None, anchore
     body = _markdown(message.content) if message.role is Role.ASSISTANT else _plain(message.content)
     out.append(f'<div class="body">{body}</div>')
     out.extend(_tool_call(call) for call in message.tool_calls)
+    out.extend(_sources(message))
     meta = " · ".join(message_notes(message))
     if meta:
         out.append(f'<div class="meta">{html.escape(meta)}</div>')
@@ -113,6 +116,16 @@ def _versions(message: Message, index: int, image_data: ImageData | None) -> lis
         out.append(f"<h4>Version {slot + 1} of {count}</h4>")
         out.extend(_message(later, index + offset, image_data, anchored=False) for offset, later in enumerate(branch))
     return [*out, "</details>"]
+
+
+def _sources(message: Message) -> list[str]:
+    """A reply's numbered sources as a list: file and page, the passage quoted (escaped text, never markup)."""
+    if not message.sources:
+        return []
+    items = [f'<li value="{s.number}"><span class="source">{html.escape(s.label)}</span> '
+             f'<span class="meta">{html.escape(s.path)}</span><blockquote>{_plain(s.text)}</blockquote></li>'
+             for s in message.sources]  # fmt: skip
+    return ['<div class="sources"><div class="meta">Sources</div><ol>', *items, "</ol></div>"]
 
 
 def _tool_call(call: ToolUse) -> str:

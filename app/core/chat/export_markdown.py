@@ -42,6 +42,7 @@ def _message(message: Message, index: int, image_link: ImageLink | None) -> list
     lines += [message.content.rstrip() or ("*(called tools)*" if message.tool_calls else "*(empty)*"), ""]
     for call in message.tool_calls:
         lines += _tool_call(call)
+    lines += _sources(message)
     if notes := message_notes(message):
         lines += [f"*{' · '.join(notes)}*", ""]
     return lines + _versions(message, index, image_link)
@@ -69,6 +70,16 @@ def _tool_call(call: ToolUse) -> list[str]:
     if call.settled:
         lines += [*fenced(call.result or "", "text"), ""]
     return [*lines, "</details>", ""]
+
+
+def _sources(message: Message) -> list[str]:
+    """A reply's numbered sources: file and page, then the passage quoted."""
+    if not message.sources:
+        return []
+    lines = ["**Sources**", ""]
+    for source in message.sources:
+        lines += [f"[{source.number}] {source.label} — `{source.path}`", "", *_quoted(source.text), ""]
+    return lines
 
 
 def _quoted(text: str) -> list[str]:

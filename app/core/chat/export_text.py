@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.core.chat.conversation import Conversation, Message, Role
+from app.core.documents.citations import COUNT_KEY, MODE_KEY, mode_caption
 
 SETTING_NAMES = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens", "seed", "n_ctx")
 
@@ -30,11 +31,19 @@ def message_notes(message: Message) -> list[str]:
         notes.append(f"reply {message.status}")
     if message.error:
         notes.append(f"error: {message.error}")
+    if message.role is Role.ASSISTANT and (documents := documents_note(message)):
+        notes.append(documents)
     if message.role is Role.ASSISTANT and message.stats:
         notes.append(message.stats.summary())
     if message.role is Role.ASSISTANT and (settings := settings_line(message)):
         notes.append(settings)
     return notes
+
+
+def documents_note(message: Message) -> str:
+    """ "Answered from the full text of 2 documents" / "… from 5 passages"; "" for a reply without documents."""
+    caption = mode_caption(message.settings.get(MODE_KEY), int(message.settings.get(COUNT_KEY) or 0))
+    return f"answered from {caption}" if caption else ""
 
 
 def last_settings(conversation: Conversation) -> str:

@@ -31,6 +31,7 @@ def fork_conversation(source: Conversation, at: int, last_turns: int | None = No
         folder=source.folder,
         overflow=source.overflow,
         tools=ChatTools(dict(source.tools.servers)),  # the same servers; each tool asks again before it runs
+        documents=list(source.documents),
     )
 
 
@@ -53,6 +54,7 @@ def _copy(message: Message) -> Message:
         stats=dataclasses.replace(message.stats) if message.stats else None,
         attachments=list(message.attachments),
         tool_calls=[dataclasses.replace(call) for call in message.tool_calls],
+        sources=list(message.sources),
         versions=[],  # a fork is the path it was made from; the other versions stay in the source chat
         version=0,
     )

@@ -39,6 +39,7 @@ from app.core.chat.conversation import (
 from app.core.chat.fork import fork_conversation
 from app.core.chat.search_query import fts_query
 from app.core.chat.tool_use import ChatTools, ToolUse
+from app.core.documents.citations import ChatDocument, Source
 from app.services.paths import private_database
 
 log = logging.getLogger(__name__)
@@ -211,8 +212,24 @@ def _to_v6(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE conversations ADD COLUMN deleted_at REAL")
 
 
+def _to_v7(conn: sqlite3.Connection) -> None:
+    """Documents in chat: a reply's numbered sources (``sources_json``, a list of ``Source``) and the files, folders
+    and collections a chat answers from (``documents_json``, a list of ``ChatDocument``). Older chats have neither."""
+    _add_column(conn, "messages", "sources_json TEXT")
+    _add_column(conn, "conversations", "documents_json TEXT")
+
+
+def _add_column(conn: sqlite3.Connection, table: str, column: str) -> None:
+    """``ALTER TABLE … ADD COLUMN`` unless the column is there (a copy of the file taken back a schema keeps it)."""
+    name = column.split()[0]
+    if name not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+
+
 # _MIGRATIONS[n] takes a database from schema version n to n + 1; append new steps, never edit old ones.
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4, _to_v5, _to_v6)
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _to_v1, _to_v2, _to_v3, _to_v4, _to_v5, _to_v6, _to_v7,
+)  # fmt: skip
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -329,6 +346,7 @@ def _message_fields(message: Message) -> dict[str, Any]:
         "attachments_json": json.dumps([a.to_dict() for a in message.attachments]) if message.attachments else None,
         "tool_calls_json": json.dumps([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
         "versions_json": _versions_json(message) if message.versions else None,
+        "sources_json": json.dumps([source.to_dict() for source in message.sources]) if message.sources else None,
     }
 
 
@@ -350,10 +368,10 @@ def _versions(text: str, message_id: int) -> tuple[list[list[Message]], int]:
 
 _INSERT_MESSAGE = """INSERT INTO messages (conversation_id, position, role, content, status, model, backend,
                                           settings_json, stats_json, error, created_at, reasoning, attachments_json,
-                                          tool_calls_json, versions_json)
+                                          tool_calls_json, versions_json, sources_json)
                       VALUES (:conversation_id, :position, :role, :content, :status, :model, :backend,
                               :settings_json, :stats_json, :error, :created_at, :reasoning, :attachments_json,
-                              :tool_calls_json, :versions_json)"""
+                              :tool_calls_json, :versions_json, :sources_json)"""
 
 
 def _message_rows(conversation_id: int, messages: Iterable[Message], created_at: float) -> Iterator[dict[str, Any]]:
@@ -369,7 +387,7 @@ def _message_rows(conversation_id: int, messages: Iterable[Message], created_at:
 
 _MESSAGE_COLUMNS = (
     "id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, attachments_json, "
-    "tool_calls_json, versions_json"
+    "tool_calls_json, versions_json, sources_json"
 )
 _ROLES = {str(role): role for role in Role}
 _STATUSES = {str(status): status for status in MessageStatus}
@@ -379,7 +397,7 @@ _FAST_JSON_CHARS = 4096  # shorter JSON cannot nest deep enough to matter: parse
 def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
     """A message from a row of ``_MESSAGE_COLUMNS`` (in that order): ~3,000 a chat open, so kept lean."""
     message_id, role, content, status, model, backend, settings_json, stats_json, error, reasoning, *rest = row
-    attached, calls, versions = rest
+    attached, calls, versions, sources = rest
     others, slot = _versions(versions, message_id) if versions else ([], 0)
     return Message(
         role=_ROLES.get(role) or Role(role),
@@ -396,6 +414,7 @@ def _message_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Message:
         tool_calls=_tool_calls(calls, message_id) if calls else [],
         versions=others,
         version=slot,
+        sources=_json_items(sources, f"the sources of message {message_id}", Source.from_dict) if sources else [],
     )
 
 
@@ -447,7 +466,7 @@ def _json_column(text: str | None, column: str, message_id: int) -> dict[str, An
 
 
 def _conversation_extras(conversation: Conversation) -> tuple[Any, ...]:
-    """forked_from, forked_at, pinned, folder, overflow (schema 2), tools_json (schema 4)."""
+    """forked_from, forked_at, pinned, folder, overflow (schema 2), tools_json (schema 4), documents_json (7)."""
     return (
         conversation.forked_from,
         conversation.forked_at,
@@ -455,7 +474,16 @@ def _conversation_extras(conversation: Conversation) -> tuple[Any, ...]:
         conversation.folder,
         str(conversation.overflow),
         _tools_json(conversation.tools),
+        _documents_json(conversation.documents),
     )
+
+
+def _chat_documents(text: str | None) -> list[ChatDocument]:
+    return _json_items(text, "a chat's documents", ChatDocument.from_dict) if text else []
+
+
+def _documents_json(documents: list[ChatDocument]) -> str | None:
+    return json.dumps([document.to_dict() for document in documents]) if documents else None
 
 
 def _tools_json(tools: ChatTools) -> str | None:
@@ -682,8 +710,8 @@ class ConversationStore:
                 stamp = conversation.updated_at or self._stamp(conn)
                 cur = conn.execute(
                     """INSERT INTO conversations (title, system_prompt, created_at, updated_at, forked_from, forked_at,
-                                                  pinned, folder, overflow, tools_json)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                                  pinned, folder, overflow, tools_json, documents_json)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     (conversation.title, conversation.system_prompt, stamp, stamp, *_conversation_extras(conversation)),
                 )
                 assert cur.lastrowid is not None
@@ -711,6 +739,7 @@ class ConversationStore:
             folder=head["folder"],
             overflow=_overflow(head["overflow"]),
             tools=_chat_tools(head["tools_json"]),
+            documents=_chat_documents(head["documents_json"]),
         )
 
     def rename(self, conversation_id: int, title: str) -> None:
@@ -745,6 +774,10 @@ class ConversationStore:
     def set_tools(self, conversation_id: int, tools: ChatTools) -> None:
         """The MCP tools the chat may use, and those it runs without asking."""
         self._set_column(conversation_id, "tools_json", _tools_json(tools))
+
+    def set_documents(self, conversation_id: int, documents: list[ChatDocument]) -> None:
+        """The files, folders and collections the chat answers from."""
+        self._set_column(conversation_id, "documents_json", _documents_json(documents))
 
     def _set_column(self, conversation_id: int, column: str, value: Any) -> None:
         with self._writing() as conn:
@@ -816,7 +849,8 @@ class ConversationStore:
                 """UPDATE messages SET content = :content, status = :status, model = :model, backend = :backend,
                                        settings_json = :settings_json, stats_json = :stats_json, error = :error,
                                        reasoning = :reasoning, attachments_json = :attachments_json,
-                                       tool_calls_json = :tool_calls_json, versions_json = :versions_json
+                                       tool_calls_json = :tool_calls_json, versions_json = :versions_json,
+                                       sources_json = :sources_json
                    WHERE id = :id""",
                 {"id": message.id, **_message_fields(message)},
             )
@@ -995,6 +1029,9 @@ class AsyncConversationStore:
     async def set_overflow(self, conversation_id: int, policy: OverflowPolicy) -> None:
         """See ``ConversationStore.set_overflow``."""
         await self._call(self.store.set_overflow, conversation_id, policy)
+
+    async def set_documents(self, conversation_id: int, documents: list[ChatDocument]) -> None:
+        await self._call(self.store.set_documents, conversation_id, documents)
 
     async def set_tools(self, conversation_id: int, tools: ChatTools) -> None:
         """See ``ConversationStore.set_tools``; the setting is copied when the call starts."""

@@ -34,11 +34,13 @@ from app.core.chat.overflow import ContextFullError
 from app.core.chat.thinking import ThinkingChoice
 from app.core.chat.tool_use import MAX_ROUNDS, Approval, ChatTools
 from app.core.chat.versions import Branch, branches, switched
-from app.core.errors import AppError, BusyError
+from app.core.documents.citations import ChatDocument
+from app.core.errors import AppError, BusyError, NotFoundError
 from app.core.lazy_import import lazy_import
 from app.core.params import GenerationOptions, SamplingParams
 from app.services.chat.attachments import inline_images
 from app.services.chat.context_fit import fit_prompt, record_fit
+from app.services.chat.document_context import CHAT_COLLECTION, ChatDocuments, DocumentContext
 from app.services.chat.history import AsyncConversationStore
 from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
@@ -47,6 +49,7 @@ from app.services.engines.replies import ReplyStream
 
 if TYPE_CHECKING:  # the reply reader (parser, thinking) and the tool loop (MCP) load with the first reply
     from app.services.chat import message_reply, tool_loop
+    from app.services.documents.service import DocumentsService
     from app.services.engines import reply_formats
     from app.services.mcp.manager import McpManager
 else:
@@ -102,7 +105,11 @@ class ChatSession:
         engine: EngineKind = EngineKind.LLAMACPP,
         attachments_dir: str = "",
         mcp: McpManager | None = None,
+        documents: DocumentsService | None = None,
     ) -> None:
+        # the document index the chat's attached documents are read from (None: documents cannot be attached)
+        self.documents = ChatDocuments(documents, host) if documents is not None else None
+        self._indexing: set[asyncio.Task[Any]] = set()  # indexing of attached files the next reply waits for
         self.attachments_dir = attachments_dir  # where the images sent in chats are kept (absolute)
         self.store = store
         self.host = host
@@ -170,6 +177,50 @@ class ChatSession:
         if conversation.id is not None:
             await self.store.set_tools(conversation.id, tools)
         await tool_loop.start_servers(self.mcp, tools)
+
+    async def attach_documents(self, paths: Sequence[str]) -> list[ChatDocument]:
+        """Attach files or folders (saved with the chat); those the index does not hold yet are indexed now, and
+        the next reply waits for it. Returns the chat's documents."""
+        if self.documents is None:
+            raise AppError("Documents are not available here.")
+        documents, to_index = await self.documents.resolve(paths)
+        if to_index:
+            task = self.documents.service.index(to_index, CHAT_COLLECTION)
+            self._indexing.add(task)
+            task.add_done_callback(self._indexing.discard)
+        return await self._set_documents([*(await self._current()).documents, *documents])
+
+    async def attach_collection(self, name: str) -> list[ChatDocument]:
+        """Attach a whole collection of the index (``NotFoundError`` when there is none of that name)."""
+        if self.documents is None or not await self.documents.has_collection(name):
+            raise NotFoundError(f'There is no collection "{name}". Index documents into it on the Documents page, '
+                                "or pick one of your collections.")  # fmt: skip
+        return await self._set_documents([*(await self._current()).documents, ChatDocument(name)])
+
+    async def detach_document(self, document: ChatDocument) -> list[ChatDocument]:
+        """Stop answering from ``document`` (the index keeps it)."""
+        return await self._set_documents([d for d in (await self._current()).documents if d != document])
+
+    @property
+    def indexing(self) -> bool:
+        """Whether attached files are still being indexed (the next reply waits for them)."""
+        return any(not task.done() for task in self._indexing)
+
+    async def _set_documents(self, documents: list[ChatDocument]) -> list[ChatDocument]:
+        conversation = await self._current()
+        conversation.documents = list(dict.fromkeys(documents))
+        if conversation.id is not None:
+            await self.store.set_documents(conversation.id, conversation.documents)
+        self.observer.conversation_changed(conversation)
+        return conversation.documents
+
+    async def _document_context(self, conversation: Conversation, sampling: SamplingParams) -> DocumentContext | None:
+        """The documents' part of the reply's prompt, once the attached files are indexed."""
+        if self.documents is None or not conversation.documents:
+            return None
+        if self._indexing:
+            await asyncio.gather(*list(self._indexing), return_exceptions=True)
+        return await self.documents.context(self.engine, conversation, sampling)
 
     def decide(self, call_id: str, approval: Approval, reason: str = "") -> bool:
         """The user's decision on a tool call waiting for one: approve once, always (for this tool in this chat),
@@ -300,6 +351,8 @@ class ChatSession:
                 await self.store.append_message(conversation.id, message)
             if conversation.tools.any:
                 await self.store.set_tools(conversation.id, conversation.tools)
+            if conversation.documents:
+                await self.store.set_documents(conversation.id, conversation.documents)
         return conversation
 
     async def _truncate_from(self, index: int) -> None:
@@ -341,24 +394,31 @@ class ChatSession:
         assert conversation.id is not None
         sampling = self._sampling()
         refused: ContextFullError | None = None
+        documents = await self._documents_or_none(conversation, sampling)
+        sent = documents.applied(conversation) if documents is not None else conversation
         try:  # ends with the unfinished reply when continuing; cut to the model's context by the chat's policy
-            prompt, fit_notes = await fit_prompt(self.host, self.engine, conversation, sampling)
+            prompt, fit_notes = await fit_prompt(self.host, self.engine, sent, sampling)
         except ContextFullError as exc:  # kept as a failed reply that says what to do; Regenerate tries again
             prompt, fit_notes, refused = [], {}, exc
         except AppError as exc:  # the engine could not count: send it all, the engine says what is wrong
             log.warning("could not fit the chat to the context: %s", exc)
-            prompt, fit_notes = conversation.prompt_messages(), {}
+            prompt, fit_notes = sent.prompt_messages(), {}
+        if documents is not None:
+            fit_notes.update(documents.notes())
         earlier = continuing.stats if continuing is not None else None
         if continuing is None:
             reply = self._new_reply(sampling)
             reply.versions, reply.version = list(kept or []), len(kept or [])
             record_fit(reply.settings, fit_notes)
+            reply.sources = documents.sources if documents is not None else []
             await self.store.append_message(conversation.id, reply)
             conversation.messages.append(reply)
         else:
             reply = continuing
             reply.status, reply.error = MessageStatus.STREAMING, None
             record_fit(reply.settings, fit_notes)
+            if documents is not None:
+                reply.sources = documents.sources
         self.observer.reply_started(reply)
         try:
             if refused is not None:
@@ -372,6 +432,14 @@ class ChatSession:
         finally:
             await self.store.update_message(reply)
         return reply
+
+    async def _documents_or_none(self, conversation: Conversation, sampling: SamplingParams) -> DocumentContext | None:
+        try:
+            return await self._document_context(conversation, sampling)
+        except AppError as exc:  # the engine could not count, say: the reply goes without its documents
+            log.warning("could not add the chat's documents: %s", exc)
+            self.observer.failed(f"The chat's documents could not be read: {exc}")
+            return None
 
     async def _settle(self, reply: Message) -> None:
         """Settle the reply's tool calls (Stop cancels them), saved as they are decided and run."""

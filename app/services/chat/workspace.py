@@ -89,7 +89,7 @@ class ChatWorkspace:
         attachments = str(self.workstation.paths.attachments_dir)
         session = ChatSession(
             self.store, self.host, self._sampling, engine=self.engine, attachments_dir=attachments,
-            mcp=self.workstation.mcp,
+            mcp=self.workstation.mcp, documents=getattr(self.workstation, "documents", None),  # None: a bare stand-in
         )  # fmt: skip
         session.observer = self._observer_factory(session)
         session.thinking = self.thinking_choice

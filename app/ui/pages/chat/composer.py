@@ -7,7 +7,8 @@ characters); while an input method composes a word, Enter is its own (it picks t
 
 Images join the draft by the Attach button, by pasting (Ctrl+V of an image or of image files) or by dropping files
 on the composer; they are copied into the app's attachments folder off the Qt thread and shown as removable
-thumbnails until the message is sent."""
+thumbnails until the message is sent. Other files and folders dropped (or chosen with the Documents button) are
+documents the chat answers from (``documents_given``; shown as chips in ``documents_bar``)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from app.core.chat.conversation import Attachment
 from app.core.units import MISSING
 from app.services.chat.attachments import AttachmentError, AttachmentStore
 from app.ui.pages.chat.attachments_view import AttachmentStrip
+from app.ui.pages.chat.documents_bar import DocumentsBar, DocumentsButton, split_dropped
 from app.ui.style.icons import icon, icon_size
 from app.ui.style.theme import set_role, tokens
 from app.ui.tasks import spawn
@@ -84,6 +86,7 @@ class Composer(QFrame):
     stop_requested = Signal()
     attach_failed = Signal(str)  # what could not be attached, and why
     images_changed = Signal()
+    documents_given = Signal(list)  # files or folders to answer from (dropped, pasted or chosen)
 
     generating = False
     send_with_ctrl_enter = False  # the setting: Ctrl+Enter sends and Enter makes a new line
@@ -109,6 +112,9 @@ class Composer(QFrame):
         self.attach_button.setAccessibleName("Attach images")
         self.attach_button.clicked.connect(self.choose_images)
         self.attach_button.setEnabled(False)  # until the chat page gives the attachments folder
+        self.documents_button = DocumentsButton()
+        self.documents_button.files_chosen.connect(self.documents_given)
+        self.documents_bar = DocumentsBar()
         self.input = MessageInput()
         self.input.setObjectName("message_input")
         self.input.setPlaceholderText("Write a message…")
@@ -142,6 +148,7 @@ class Composer(QFrame):
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
+        top.addWidget(self.documents_button, 0, Qt.AlignmentFlag.AlignBottom)
         top.addWidget(self.input, 1)
         top.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         bottom = QHBoxLayout()
@@ -151,6 +158,7 @@ class Composer(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 4)
         layout.setSpacing(2)
+        layout.addWidget(self.documents_bar)
         layout.addWidget(self.strip)
         layout.addLayout(top)
         layout.addLayout(bottom)
@@ -268,8 +276,12 @@ class Composer(QFrame):
         dialog.open()
 
     def add_files(self, paths: list[str]) -> None:
-        if self.store is not None and paths:
-            self._adding(spawn(self._store_files(self.store, paths), "chat: attach images"))
+        """Dropped or pasted files: images join the draft, other files and folders are documents to answer from."""
+        images, documents = split_dropped(paths)
+        if documents:
+            self.documents_given.emit(documents)
+        if self.store is not None and images:
+            self._adding(spawn(self._store_files(self.store, images), "chat: attach images"))
 
     def add_image(self, image: QImage) -> None:
         """A pasted image (no file behind it): kept as PNG."""
@@ -320,7 +332,7 @@ class Composer(QFrame):
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         mime = event.mimeData()
-        if self.store is not None and (image_files(mime) or mime.hasImage()):
+        if image_files(mime) or (self.store is not None and mime.hasImage()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:

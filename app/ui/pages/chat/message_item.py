@@ -8,6 +8,7 @@ width without a layout pass; the transcript reuses items from a pool as messages
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,9 +29,11 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QTextBro
 
 from app.core.chat.code_highlight import highlight_css
 from app.core.chat.conversation import Message, MessageStatus, ReplyStats, Role
+from app.core.chat.export_text import documents_note
 from app.core.chat.overflow import Cut
 from app.core.chat.tool_calls_view import call_state
 from app.core.chat.versions import version_count
+from app.core.documents.citations import MODE_KEY
 from app.services.library.names import model_display_name
 from app.services.paths import app_paths
 from app.ui.pages.chat.attachments_view import THUMB, AttachmentStrip
@@ -110,11 +113,20 @@ def figures(message: Message) -> tuple[str, str]:
         return "", ""
     short = stats.summary().split(" · ")[: 2 if stats.decode_tokens_per_s else 1]
     tip = stats.summary() + (f" · {message.model}" if message.model else "")
+    if stats.cached_prompt_tokens:  # the prompt's start was in the engine's cache (a chat's documents, say)
+        short.append(prompt_reuse(stats))
     if stats.spec_mode:
         accepted, spec_tip = speculation_figures(stats)
         short.append(accepted)
         tip += f" · {spec_tip}"
     return " · ".join(short), tip
+
+
+def prompt_reuse(stats: ReplyStats) -> str:
+    """ "prompt 42 new + 1,225 reused (12 ms)": what the engine processed of the prompt and what it kept."""
+    new = stats.prompt_tokens - stats.cached_prompt_tokens
+    took = f" ({stats.ttft_ms:,.0f} ms)" if stats.ttft_ms is not None else ""
+    return f"prompt {new:,} new + {stats.cached_prompt_tokens:,} reused{took}"
 
 
 SPEC_MODE_NAMES = {"ngram": "n-gram lookup", "draft": "draft model"}
@@ -139,6 +151,20 @@ def speculation_figures(stats: ReplyStats) -> tuple[str, str]:
             "(this session)"
         )
     return short, f"speculative decoding ({mode}): {detail}"
+
+
+def sources_html(message: Message) -> str:
+    """A reply's documents under it: "Answered from 5 passages · [1] report.pdf, p. 3 · …", each source a link
+    (``source:N``) that shows the passage in context."""
+    caption = documents_caption(message)
+    links = [f'<a href="source:{s.number}">[{s.number}]&nbsp;{html.escape(s.label)}</a>' for s in message.sources]
+    return " · ".join(([html.escape(caption)] if caption else []) + links)
+
+
+def documents_caption(message: Message) -> str:
+    """ "Answered from the full text of 2 documents" ("" for a reply without documents)."""
+    note = documents_note(message)
+    return note[:1].upper() + note[1:]
 
 
 def header_text(message: Message) -> str:
@@ -167,11 +193,12 @@ def item_key(message: Message, state: ItemState) -> tuple[Any, ...]:
     s = message.stats
     stats = (s.completion_tokens, s.prompt_tokens, s.decode_tokens_per_s, s.ttft_ms, s.finish_reason,
              s.thinking_ms, s.thinking_tokens, s.spec_mode, s.spec_drafted, s.spec_accepted,
-             s.spec_speedup) if s else None  # fmt: skip
+             s.spec_speedup, s.cached_prompt_tokens) if s else None  # fmt: skip
     cut = message.settings.get("context_left_out")
     calls = tuple((c.approval, c.settled, c.result_bytes, c.is_error) for c in message.tool_calls)
     return (message.role, message.content, message.status, message.error, message.model, stats, state, str(cut),
-            message.reasoning, calls, message.version, len(message.versions))  # fmt: skip
+            message.reasoning, calls, message.version, len(message.versions), len(message.sources),
+            message.settings.get(MODE_KEY))  # fmt: skip
 
 
 def plain_text(message: Message, body: str, state: ItemState) -> str:
@@ -185,6 +212,8 @@ def plain_text(message: Message, body: str, state: ItemState) -> str:
         parts.append(f"{call.tool or call.name} · {call.server or 'no such tool'}: {words}")
     if hit_token_limit(message) and not state.streaming:
         parts.append(LIMIT_TEXT + (" Continue" if state.last_reply else ""))
+    if message.sources:
+        parts.append(" · ".join([documents_caption(message), *(f"[{s.number}] {s.label}" for s in message.sources)]))
     short, _tip = figures(message)
     if short:
         parts.append(short)
@@ -311,6 +340,12 @@ class MessageItem(QWidget):
         self.tools.result_toggled.connect(lambda call_id: view.tool_action(self.row, call_id, "result", ""))
         self.tools.continue_requested.connect(lambda: view.action("continue_tools", self.row))
         self.tools.hide()
+        self.sources = _label(self, "meta")  # a reply's documents: how they were sent, its sources as links
+        self.sources.setObjectName("sources")
+        self.sources.setWordWrap(True)
+        self.sources.setTextFormat(Qt.TextFormat.RichText)
+        self.sources.linkActivated.connect(lambda link: view.action(link, self.row))
+        self.sources.hide()
         self.figures = _label(self, "meta")
         self.indicator = _label(self, "meta")
         self.images = AttachmentStrip(app_paths().attachments_dir, parent=self)  # a user message's images
@@ -407,6 +442,9 @@ class MessageItem(QWidget):
             part.setVisible(bool(versions))
         self.older.setEnabled(message.version > 0)
         self.newer.setEnabled(message.version < len(message.versions))
+        self.sources.setVisible(bool(message.sources or documents_note(message)) and not state.streaming)
+        if self.sources.isVisibleTo(self):
+            self.sources.setText(sources_html(message))
         short, tip = figures(message)
         self.figures.setText(short)
         self.figures.setToolTip(tip)
@@ -568,6 +606,10 @@ class MessageItem(QWidget):
         if self.limit.isVisibleTo(self):
             self.limit.setGeometry(x0, y + SPACE_S, min(col, 460), LIMIT_H)
             y += LIMIT_H + SPACE_S
+        if self.sources.isVisibleTo(self):
+            height = self.sources.heightForWidth(col)
+            self.sources.setGeometry(x0, y + SPACE_S, col, height)
+            y += height + SPACE_S
         y += 2
         x = x0
         if nav := self._versions_width():

@@ -31,6 +31,7 @@ from app.services.engines.events import (
 )
 from app.services.settings_changes import SettingsChanged
 from app.services.workstation import Workstation
+from app.ui.pages.chat.chat_documents import ChatDocumentsControl
 from app.ui.pages.chat.chat_list import APPROVAL, GENERATING
 from app.ui.pages.chat.chat_tools import ChatToolsControl
 from app.ui.pages.chat.composer import images_refusal
@@ -122,6 +123,7 @@ class ChatPanel(ChatPanelLayout):
         self.conversations = ChatConversations(self)  # search, forks, pins, folders, export, import
         self.thinking = ThinkingControl(self.drawer.thinking, self.workspace)  # shown where the model offers it
         self.tools = ChatToolsControl(self)  # the chat's MCP tools: the drawer's picker, the transcript's cards
+        self.chat_documents = ChatDocumentsControl(self, self)  # attached documents, their chips, sources shown
         self.ready: asyncio.Future[None] | None = None
         self._editing: int | None = None
         self._reply_coming = False  # sent, and the reply has not started yet: the typing dots already show
@@ -284,6 +286,7 @@ class ChatPanel(ChatPanelLayout):
         self.system_prompt.setPlainText(conversation.system_prompt)
         self.drawer.overflow.show_policy(conversation.overflow)
         self.tools.chat_shown()
+        self.chat_documents.chat_shown(conversation)
         self.refresh_empty_state()
         self.show_context()
         spawn(self.refresh_chats(), "refresh chats")  # the title may have changed

@@ -75,6 +75,7 @@ class TranscriptView(QAbstractScrollArea):
     note_link_activated = Signal(str)  # a link in the note above the messages (a fork's origin: "chat:ID")
     tool_decided = Signal(str, str, str)  # call id, Approval value, reason (a denial's)
     tools_continue_requested = Signal()  # the chat ends on tool calls: let the model go on
+    source_requested = Signal(object)  # a reply's source (``Source``) was clicked: show it in context
 
     FLUSH_INTERVAL_MS = 30
     OVERSCAN_PX = 120  # messages this close to the viewport get widgets too, so small scrolls show them at once
@@ -343,6 +344,11 @@ class TranscriptView(QAbstractScrollArea):
             self._toggle_thinking(row)
         elif name == "continue_tools":
             self.tools_continue_requested.emit()
+        elif name.startswith("source:"):
+            number = name.removeprefix("source:")
+            found = [s for s in self._message_at(row).sources if str(s.number) == number]
+            if found:
+                self.source_requested.emit(found[0])
 
     def set_tools_state(self, waiting: list[str], busy: bool) -> None:
         """The tool calls waiting for a decision, and whether the chat is still working (hides Continue)."""

@@ -1,0 +1,137 @@
+"""Documents in a chat, with the real llama.cpp worker (tiny GGUF), the real document index and real PDFs: sent whole
+(and kept in llama.cpp's prefix cache on the next turn) or as passages cited with their pages; attachments and
+sources saved with the chat and in its exports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from app.backends.llamacpp.backend import LlamaCppBackend
+from app.core.chat.conversation import MessageStatus
+from app.core.documents.citations import COUNT_KEY, MODE_KEY, PASSAGES, WHOLE, ChatDocument
+from app.core.errors import NotFoundError
+from app.core.params import LoadParams, SamplingParams
+from app.services.chat.document_context import CHAT_COLLECTION
+from app.services.chat.exchange import ExportFormat, export_chat
+from app.services.chat.history import AsyncConversationStore, ConversationStore
+from app.services.chat.session import ChatObserver, ChatSession
+from app.services.documents.service import DocumentsService
+from app.services.engines.host import EngineHost
+from tests.support.documents import page_text, write_pdf
+
+SAMPLING = SamplingParams(max_tokens=8, temperature=0.0)
+
+
+def run(coro, timeout: float = 120):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def _session(tmp_path, model, n_ctx=2048):
+    store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
+    documents = DocumentsService(tmp_path / "documents.sqlite3")
+    host = EngineHost(LlamaCppBackend())
+    await host.load(str(model), LoadParams(n_ctx=n_ctx))
+    return ChatSession(store, host, lambda: SAMPLING, ChatObserver(), documents=documents)
+
+
+async def _close(session):
+    await session.host.close()
+    await session.store.aclose()
+    await session.documents.service.close()
+
+
+def _short_pdf(tmp_path):
+    return write_pdf(tmp_path / "brief.pdf", [page_text("alpha", 60), page_text("walrus", 60)])
+
+
+def _long_pdf(tmp_path):
+    topics = ["alpha", "bison", "gamma", "delta", "heron", "falcon", "goose", "ibis", "jackal", "koala", "lemur"]
+    return write_pdf(tmp_path / "manual.pdf", [page_text(topic, 240) for topic in topics])
+
+
+def test_documents_that_fit_go_whole_and_the_second_turn_reuses_them(tmp_path, tiny_gguf):
+    pdf = _short_pdf(tmp_path)
+
+    async def scenario():
+        session = await _session(tmp_path, tiny_gguf)
+        try:
+            await session.documents.service.index([str(pdf)], "notes")
+            await session.new()
+            await session.attach_collection("notes")
+            first = await session.send("What does the walrus section explain?")
+            second = await session.send("And the alpha section?")
+            return first, second
+        finally:
+            await _close(session)
+
+    first, second = run(scenario())
+    for reply in (first, second):
+        assert reply.status is MessageStatus.COMPLETE
+        assert reply.settings[MODE_KEY] == WHOLE and reply.settings[COUNT_KEY] == 1
+        (source,) = reply.sources
+        assert (source.number, source.path, source.page) == (1, str(pdf), None)
+        assert "alpha section explains" in source.text
+    document_tokens = first.stats.prompt_tokens - 40  # the prompt is nearly all the document
+    assert first.stats.prompt_tokens > 300
+    processed = second.stats.prompt_tokens - second.stats.cached_prompt_tokens
+    assert second.stats.cached_prompt_tokens >= first.stats.prompt_tokens - 2  # all of turn 1's prompt was kept
+    assert processed < document_tokens / 5, (first.stats, second.stats)
+
+
+def test_documents_that_do_not_fit_go_as_passages_cited_with_pages(tmp_path, tiny_gguf):
+    pdf = _long_pdf(tmp_path)
+
+    async def scenario():
+        session = await _session(tmp_path, tiny_gguf)
+        try:
+            await session.new()
+            documents = await session.attach_documents([str(pdf)])  # not indexed yet: indexed before the reply
+            reply = await session.send("Which item does the heron procedure explain?")
+            sent = session.conversation.messages[-2]
+            return documents, reply, sent, session.conversation.id
+        finally:
+            await _close(session)
+
+    documents, reply, sent, chat_id = run(scenario(), timeout=240)
+    assert documents == [ChatDocument(CHAT_COLLECTION, str(pdf))]
+    assert reply.settings[MODE_KEY] == PASSAGES and 1 <= len(reply.sources) <= 5
+    assert reply.settings[COUNT_KEY] == len(reply.sources)
+    best = reply.sources[0]
+    assert (best.number, best.path, best.page) == (1, str(pdf), 5)  # heron is the fifth page
+    assert "heron" in best.text and best.chunk_id is not None
+    assert sent.content == "Which item does the heron procedure explain?"  # the passages were sent, not saved
+    with ConversationStore(tmp_path / "chats.sqlite3") as store:  # reopened: documents and sources are there
+        saved = store.load(chat_id)
+        assert saved.documents == documents
+        assert saved.messages[-1].sources == reply.sources
+        assert saved.messages[-1].settings[MODE_KEY] == PASSAGES
+        markdown = export_chat(store, chat_id, ExportFormat.MARKDOWN)
+        page = export_chat(store, chat_id, ExportFormat.HTML)
+        data = json.loads(export_chat(store, chat_id, ExportFormat.JSON))
+    assert "**Sources**" in markdown and "[1] manual.pdf, p. 5" in markdown and "answered from" in markdown
+    assert '<li value="1"><span class="source">manual.pdf, p. 5</span>' in page
+    exported = data["chats"][0]
+    assert exported["documents"] == [{"collection": CHAT_COLLECTION, "path": str(pdf)}]
+    assert exported["messages"][-1]["sources"][0]["page"] == 5
+
+
+def test_a_detached_document_is_no_longer_sent_and_an_unknown_collection_is_refused(tmp_path, tiny_gguf):
+    async def scenario():
+        session = await _session(tmp_path, tiny_gguf)
+        try:
+            await session.new()
+            with pytest.raises(NotFoundError) as refused:
+                await session.attach_collection("nothing here")
+            documents = await session.attach_documents([str(_short_pdf(tmp_path))])
+            left = await session.detach_document(documents[0])
+            reply = await session.send("hello")
+            return refused, left, reply
+        finally:
+            await _close(session)
+
+    refused, left, reply = run(scenario())
+    assert 'There is no collection "nothing here"' in str(refused.value)
+    assert left == [] and reply.sources == [] and MODE_KEY not in reply.settings

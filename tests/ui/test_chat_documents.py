@@ -1,0 +1,64 @@
+"""Documents in the chat page, offscreen, with the real window, worker, index and PDFs: the Documents button's
+collections, a drop of a file (indexed first), chips that remove, sources under a reply and the source dialog."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
+
+from app.core.documents.citations import WHOLE
+from app.core.params import SamplingParams
+from app.ui.pages.chat.source_dialog import SourceDialog
+from tests.support.documents import page_text, write_pdf
+from tests.support.waiting import until
+from tests.ui.test_chat_panel import _load, _reply_done
+
+
+def _chips(panel):
+    return [chip.name.text() for chip in panel.composer.documents_bar.chips]
+
+
+def test_attach_collection_and_dropped_file_then_open_a_source(qtbot, qloop, make_window, tiny_gguf, tmp_path,
+                                                               monkeypatch):  # fmt: skip
+    notes = write_pdf(tmp_path / "notes.pdf", [page_text("alpha", 60), page_text("walrus", 60)])
+    dropped = write_pdf(tmp_path / "dropped.pdf", [page_text("okapi", 40)])
+    opened: list[QUrl] = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(opened.append))
+
+    async def scenario():
+        window = await make_window()
+        panel = window.chat_panel
+        await _load(panel, tiny_gguf)
+        panel.sampling.set_params(SamplingParams(max_tokens=6, temperature=0.0))
+        await panel.workstation.documents.index([str(notes)], "notes")
+        button = panel.composer.documents_button
+        assert button.isVisible() and button.menu() is not None
+        await panel.chat_documents.list_collections()
+        (notes_action,) = [a for a in button.collections_menu.actions() if a.text() == "notes"]
+        notes_action.trigger()
+        await until(lambda: _chips(panel) == ["notes (collection)"])
+        panel.composer.add_files([str(dropped)])  # as a drop of the file does
+        await until(lambda: _chips(panel) == ["notes (collection)", "dropped.pdf"])
+        await until(lambda: not panel.session.indexing)
+        panel.composer.documents_bar.chips[1].remove_button.click()
+        await until(lambda: _chips(panel) == ["notes (collection)"])
+        panel.input.setPlainText("What does the walrus section say?")
+        panel.send()
+        await until(_reply_done(panel, 2))
+        reply = panel.session.conversation.messages[-1]
+        assert reply.settings["documents_mode"] == WHOLE and [s.label for s in reply.sources] == ["notes.pdf"]
+        await until(lambda: "[1] notes.pdf" in panel.view.toPlainText())
+        assert "Answered from full text of 1 document" in panel.view.toPlainText()
+        row = len(panel.session.conversation.messages) - 1
+        panel.view.action("source:1", row)
+        dialog = panel.chat_documents.dialog
+        assert isinstance(dialog, SourceDialog) and dialog.isVisible()
+        await until(lambda: dialog.loaded)
+        assert "walrus section explains" in dialog.text.toPlainText()
+        dialog.open_button.click()
+        assert opened == [QUrl.fromLocalFile(str(notes))]
+        dialog.close()
+        saved = await panel.workstation.store.load(panel.session.conversation.id)
+        assert [d.collection for d in saved.documents] == ["notes"]
+
+    qloop.run_until_complete(scenario())
