@@ -96,3 +96,19 @@ def _trained_context(entry: str) -> int | None:
         return read_gguf_header(entry).context_length
     except (GgufFileError, OSError):
         return None
+
+
+def embedding_models(paths: Sequence[str]) -> list[str]:
+    """Those of ``paths`` (GGUF files) that are embedding models by their header (blocking: call off the loop)."""
+    from app.core.gguf.header import GgufFileError, read_gguf_header
+    from app.services.engines.embedding_slot import embeds_only
+
+    found = []
+    for path in paths:
+        try:
+            header = read_gguf_header(path)
+        except (GgufFileError, OSError):
+            continue
+        if embeds_only(header.architecture, header.metadata):
+            found.append(path)
+    return found

@@ -1,6 +1,7 @@
 """The Documents page: a view of the workstation's documents service — collections, their files with state, adding
-files and folders (dialogs or drag and drop) with background indexing, Pause/Resume/Cancel, and keyword search with
-the passage's full text.
+files and folders (dialogs or drag and drop) with background indexing, Pause/Resume/Cancel, and search with the
+passage's full text. An embedding model (the library's GGUF embedding models, or none) makes search hybrid — keywords
+and meaning — once the passages are embedded in the background; the row under the search says how far that is.
 
 Nothing here touches the disk or SQLite on the Qt thread: lists and searches are awaited from the service (which
 runs them in worker threads), and indexing progress arrives as the service's events on the loop's thread."""
@@ -42,9 +43,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.services.documents import events as ev
+from app.services.documents.embedder import embedding_models
 from app.services.documents.search import SearchHit
-from app.services.documents.service import DocumentsEvent, IndexProgress
+from app.services.documents.service import AUTO, HYBRID, DocumentsEvent, IndexProgress
 from app.services.documents.store import CollectionSummary, FileRecord
+from app.services.engines.entries import display_name
+from app.services.library.events import LibraryChanged, LibraryEvent
+from app.services.library.index import EntryKind
 from app.services.workstation import Workstation
 from app.ui.page import Page
 from app.ui.style.icons import icon
@@ -59,6 +64,11 @@ COLUMNS = ("File", "State", "Chunks", "Pages", "Path")
 EMPTY_TEXT = (
     "Add files or a folder to search them: the best passages, with their file and page. PDF, Word, Markdown, HTML "
     "and text files are indexed on this computer; nothing leaves it."
+)
+NO_EMBEDDING = "None — keyword search only"
+EMBEDDING_TIP = (
+    "A GGUF embedding model from your library turns passages into vectors, so search also finds passages that mean "
+    "what you asked in other words. It runs beside the chat model when both fit in memory."
 )
 _MARK = re.compile(r"\[([^\[\]]*)\]")
 
@@ -91,6 +101,9 @@ class DocumentsPage(Page):
         self.collections: list[CollectionSummary] = []
         self.records: list[FileRecord] = []
         self.hits: list[SearchHit] = []
+        self.search_mode: str | None = None  # how the hits shown were ranked ("keyword" or "hybrid")
+        self.embedding_choices: list[str] = []  # the library's embedding models (paths)
+        self._models_task: asyncio.Task[Any] | None = None
         self.loaded = False  # the first list has arrived
         self._new_collection: str | None = None  # named, files not yet added
         self._started: asyncio.Task[Any] | None = None
@@ -103,7 +116,9 @@ class DocumentsPage(Page):
         self.setAcceptDrops(True)
         self._build()
         self.follow(self.service.subscribe(self._service_event))
+        self.follow(workstation.library.subscribe(self._library_event))
         self._show_progress(self.service.progress())
+        self._show_embedding(self.service.embedding())
 
     # --- layout --------------------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -131,6 +146,7 @@ class DocumentsPage(Page):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 12, 16, 12)
         layout.addLayout(header)
+        layout.addWidget(self._build_embedding())
         layout.addWidget(self._build_progress())
         layout.addWidget(self.stack, 1)
 
@@ -164,6 +180,30 @@ class DocumentsPage(Page):
         column.addStretch(2)
         self.empty_add_files, self.empty_add_folder = files, folder
         return box
+
+    def _build_embedding(self) -> QWidget:
+        row = _named(QWidget(), "documents_embedding")
+        label = QLabel("Embedding model")
+        set_role(label, "muted")
+        self.embedding_combo = _named(QComboBox(), "documents_embedding_model")
+        self.embedding_combo.setToolTip(EMBEDDING_TIP)
+        self.embedding_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.embedding_combo.setMinimumContentsLength(18)
+        self.embedding_combo.activated.connect(self._embedding_chosen)
+        self.embedding_state = _named(QLabel(), "documents_embedding_state")
+        self.embedding_state.setTextFormat(Qt.TextFormat.PlainText)
+        set_role(self.embedding_state, "muted")
+        self.embedding_bar = QProgressBar(textVisible=False)
+        self.embedding_bar.setMaximumHeight(6)
+        self.embedding_bar.setMaximumWidth(160)
+        layout = QHBoxLayout(row)
+        layout.setContentsMargins(0, 2, 0, 2)
+        layout.addWidget(label)
+        layout.addWidget(self.embedding_combo)
+        layout.addWidget(self.embedding_bar)
+        layout.addWidget(self.embedding_state, 1)
+        self._fill_embedding_combo()
+        return row
 
     def _build_progress(self) -> QWidget:
         row = _named(QWidget(), "documents_progress")
@@ -275,6 +315,7 @@ class DocumentsPage(Page):
     def start(self) -> object:
         if self._started is None:
             self._started = spawn(self._refresh(), "documents: first list")
+            self.list_embedding_models()
         return self._started
 
     def shown_again(self) -> None:
@@ -283,7 +324,7 @@ class DocumentsPage(Page):
     async def shutdown(self) -> None:
         self._refresh_timer.stop()
         self._search_timer.stop()
-        for task in (self._refresh_task, self._search_task):
+        for task in (self._refresh_task, self._search_task, self._models_task):
             if task is not None and not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -436,9 +477,55 @@ class DocumentsPage(Page):
             event.acceptProposedAction()
             self.add_paths(paths)
 
+    # --- the embedding model -------------------------------------------------------------------------------------
+    def list_embedding_models(self) -> asyncio.Task[Any]:
+        """Read the library's GGUF headers (off the Qt thread) for the embedding models among them."""
+        if self._models_task is None or self._models_task.done():
+            self._models_task = spawn(self._list_embedding_models(), "documents: embedding models")
+        return self._models_task
+
+    async def _list_embedding_models(self) -> None:
+        scan = self.workstation.library.snapshot()
+        paths = [e.path for e in scan.entries if e.kind is EntryKind.GGUF and not e.error] if scan else []
+        self.embedding_choices = await asyncio.to_thread(embedding_models, paths)
+        self._fill_embedding_combo()
+
+    def _library_event(self, event: LibraryEvent) -> None:
+        if isinstance(event, LibraryChanged) and self._started is not None:
+            self.list_embedding_models()
+
+    def _fill_embedding_combo(self) -> None:
+        chosen = self.workstation.settings.documents_embedding_model
+        models = list(self.embedding_choices)
+        if chosen and chosen not in models:
+            models.insert(0, chosen)  # chosen before (its file may have moved): still shown, so it can be cleared
+        self.embedding_combo.blockSignals(True)
+        self.embedding_combo.clear()
+        self.embedding_combo.addItem(NO_EMBEDDING, "")
+        for path in models:
+            self.embedding_combo.addItem(display_name(path), path)
+            self.embedding_combo.setItemData(self.embedding_combo.count() - 1, path, Qt.ItemDataRole.ToolTipRole)
+        self.embedding_combo.setCurrentIndex(max(0, self.embedding_combo.findData(chosen)))
+        self.embedding_combo.blockSignals(False)
+
+    def _embedding_chosen(self, index: int) -> None:
+        """The setting changes; the service follows it (loading the model and embedding in the background)."""
+        self.workstation.update_settings(documents_embedding_model=str(self.embedding_combo.itemData(index) or ""))
+
+    def _show_embedding(self, progress: ev.EmbeddingProgress) -> None:
+        self.embedding_bar.setVisible(progress.state in (ev.EMBEDDING, ev.EMBED_PAUSED))
+        self.embedding_bar.setRange(0, max(progress.total, 1))
+        self.embedding_bar.setValue(progress.embedded)
+        self.embedding_state.setText(embedding_text(progress, self.service.vector_problem))
+        self.embedding_state.setToolTip(progress.reason or "")
+        problem = progress.state in (ev.EMBED_FAILED, ev.EMBED_UNAVAILABLE)
+        set_role(self.embedding_state, "error" if problem else "muted")
+
     # --- progress ------------------------------------------------------------------------------------------------
     def _service_event(self, event: DocumentsEvent) -> None:
-        if isinstance(event, IndexProgress):
+        if isinstance(event, ev.EmbeddingProgress):
+            self._show_embedding(event)
+        elif isinstance(event, IndexProgress):
             self._show_progress(event)
             if not event.running:
                 self.refresh()
@@ -481,11 +568,11 @@ class DocumentsPage(Page):
             return
         collection = None if self.scope.currentIndex() == 1 else self.selected_collection()
         try:
-            hits = await self.service.search(text, collection, TOP_HITS)
+            hits, mode = await self.service.search_with_mode(text, collection, TOP_HITS, AUTO)
         except Exception as exc:
             self.results.setPlainText(f"Could not search: {exc}")
             return
-        self.hits = hits
+        self.hits, self.search_mode = hits, mode
         self._show_hits()
         self.stack.setCurrentIndex(1)
         self.tabs.setCurrentIndex(1)
@@ -495,7 +582,8 @@ class DocumentsPage(Page):
         if not self.hits:
             self.results.setHtml(f"<p style='color:{t.muted.name()}'>No passages match.</p>")
             return
-        blocks = []
+        how = "Ranked by keywords and meaning (hybrid)" if self.search_mode == HYBRID else "Ranked by keywords"
+        blocks = [f"<p style='color:{t.muted.name()}'>{how}</p>"]
         for number, hit in enumerate(self.hits):
             where = [f"page {hit.page}"] if hit.page is not None else []
             if hit.heading:
@@ -532,3 +620,22 @@ class DocumentsPage(Page):
             self._show_files(self.records)
             if self.hits:
                 self._show_hits()
+
+
+def embedding_text(progress: ev.EmbeddingProgress, problem: str | None) -> str:
+    """The embedding row's words: what search uses now and how far embedding is."""
+    if progress.model is None:
+        return "Search uses keywords only." if problem is None else f"Keywords only: {problem}"
+    counts = f"{progress.embedded:,} of {progress.total:,} passages"
+    if progress.state == ev.EMBEDDING:
+        rate = f" · {progress.rate:.0f}/s" if progress.rate else ""
+        return f"Embedding — {counts}{rate}"
+    if progress.state == ev.EMBED_PAUSED:
+        return f"Embedding paused — {counts}"
+    if progress.state == ev.EMBED_DONE:
+        return f"{counts} embedded: search is hybrid (keywords and meaning)."
+    if progress.state == ev.EMBED_CANCELLED:
+        return f"Embedding cancelled — {counts}; it goes on with the next indexing."
+    if progress.state in (ev.EMBED_WAITING, ev.EMBED_FAILED, ev.EMBED_UNAVAILABLE):
+        return f"{progress.reason or 'Embedding stopped.'} Search uses keywords meanwhile."
+    return "Waiting to embed the passages."
