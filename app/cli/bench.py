@@ -1,4 +1,5 @@
-"""``llm-workstation bench run`` (the throughput table for one engine) and ``bench runs`` (saved runs, compare).
+"""``llm-workstation bench run`` (the throughput table for one engine) and ``bench runs`` (saved runs, compare);
+``bench spec`` (spec.py) and ``bench docs`` (docs_bench.py: the document index) are wired here too.
 
 ``bench run --backend llamacpp`` drives the app's llama.cpp worker, which runs one sequence: at concurrency
 N > 1 the clients queue for it and the rows say so; ``--backend llamacpp --parallel`` instead runs N parallel
@@ -18,13 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli import spec
+from app.cli import docs_bench, spec
 from app.cli.common import API_KEY_ENV, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail, fail_error
 from app.core.bench.stats import BenchRow, text_table
 from app.core.bench.workload import BenchWorkload, parse_concurrencies, parse_levels
 
 VERBS: tuple[str, ...] = ()
-BENCH_KINDS = ("run", "runs", "spec")
+BENCH_KINDS = ("run", "runs", "spec", "docs")
 
 
 def add_parser(verbs: argparse._SubParsersAction) -> None:
@@ -76,12 +77,15 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:
     runs.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), default=None)
     runs.add_argument("--json", action="store_true")
     spec.add_spec_parser(kinds)
+    docs_bench.add_docs_bench_parser(kinds)
 
 
 def run_bench(args: argparse.Namespace) -> int:
     try:
         if args.bench_kind == "spec":
             return spec.run_spec(args)
+        if args.bench_kind == "docs":
+            return docs_bench.run_docs_bench(args)
         return _bench_run(args) if args.bench_kind == "run" else _bench_runs(args)
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)

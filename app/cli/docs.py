@@ -205,12 +205,15 @@ async def _search(service: DocumentsService, args: argparse.Namespace) -> int:
         return fail("--top must be at least 1", EXIT_BAD_INPUT)
     if not await _known(service, args.collection):
         return fail(f"no collection named {args.collection!r}", EXIT_BAD_INPUT)
-    hits = await service.search(args.query, args.collection, args.top, mode=args.mode)
+    hits, ranked_by = await service.search_with_mode(args.query, args.collection, args.top, mode=args.mode)
     if args.json:
         keys = ("path", "page", "heading", "text", "score", "snippet", "collection")
         hits_json = [{key: getattr(hit, key) for key in keys} for hit in hits]
-        print(json.dumps({"mode": args.mode, "hits": hits_json}, indent=2))
+        print(json.dumps({"mode": args.mode, "ranked_by": ranked_by, "hits": hits_json}, indent=2))
         return 0
+    if args.mode == "hybrid" and ranked_by != "hybrid":
+        print("llm-workstation: searched by keywords only (no embedding model chosen, or its vectors are not there "
+              "yet)", file=sys.stderr)  # fmt: skip
     for number, hit in enumerate(hits, 1):
         page = f" p. {hit.page}" if hit.page is not None else ""
         print(f"{number}. {hit.path}{page}  (score {hit.score:.2f})\n   {hit.snippet.replace(chr(10), ' ')}")

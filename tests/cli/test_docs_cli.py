@@ -71,8 +71,10 @@ def test_search_gives_path_page_text_and_score(folder: Path) -> None:
 def test_search_takes_a_mode(folder: Path) -> None:
     cli("add", str(folder))
     keyword = json.loads(cli("search", "okapi", "--mode", "keyword", "--json").stdout)
-    assert keyword["mode"] == "keyword" and Path(keyword["hits"][0]["path"]).name == "guide.pdf"
+    assert keyword["mode"] == keyword["ranked_by"] == "keyword" and Path(keyword["hits"][0]["path"]).name == "guide.pdf"
     assert json.loads(cli("search", "okapi", "--json").stdout)["mode"] == "auto"
+    hybrid = cli("search", "okapi", "--mode", "hybrid")  # no embedding model chosen: keywords, saying so
+    assert hybrid.returncode == 0 and "p. 2" in hybrid.stdout and "searched by keywords only" in hybrid.stderr
     assert cli("search", "okapi", "--mode", "fuzzy").returncode == 2
 
 
