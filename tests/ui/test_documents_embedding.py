@@ -89,3 +89,22 @@ def test_choosing_an_embedding_model_makes_search_hybrid(
     with themed(palette):
         page = make_framed_page(build)
         qloop.run_until_complete(scenario(page))
+
+
+def test_the_library_tags_embedding_models(qapp):
+    from PySide6.QtGui import QColor
+
+    from app.services.library.index import EntryKind, EntrySource, LibraryEntry
+    from app.ui.pages.models.table import EMBEDDING_ROLE, NAME, SEARCH_ROLE, LibraryTableModel
+
+    entries = [
+        LibraryEntry("/m/minilm.gguf", "all-MiniLM-L6-v2", EntryKind.GGUF, EntrySource.FOLDER, architecture="bert"),
+        LibraryEntry("/m/chat.gguf", "A chat model", EntryKind.GGUF, EntrySource.FOLDER, architecture="llama"),
+    ]
+    table = LibraryTableModel()
+    table.set_entries(entries, QColor("red"))
+    tags = [table.item(row, NAME).data(EMBEDDING_ROLE) for row in range(2)]
+    assert tags == [True, False]
+    assert "embedding" in table.item(0, NAME).data(SEARCH_ROLE) and "embedding" not in table.item(1, NAME).data(
+        SEARCH_ROLE
+    )

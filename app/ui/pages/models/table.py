@@ -1,6 +1,7 @@
 """The Library's table: one row per model — its name over its file (with a "Loaded" badge on the model the chat has
-loaded), parameters, quantization, size, and a per-row Chat action — sortable by value and searchable across every
-fact the library knows about a model (architecture, family, source, path)."""
+loaded, an "Embedding" tag on an embedding model), parameters, quantization, size, and a per-row Chat action —
+sortable by value and searchable across every fact the library knows about a model (architecture, family, source,
+path)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.units import MISSING, format_bytes
+from app.services.engines.embedding_slot import ENCODER_ARCHITECTURES
 from app.services.library.index import KIND_GGUF, LibraryEntry, human_count
 from app.ui.style.theme import RADIUS, Tokens, tokens
 
@@ -40,7 +42,14 @@ SORT_ROLE = Qt.ItemDataRole.UserRole + 2  # a number for numeric columns, lower-
 SECONDARY_ROLE = Qt.ItemDataRole.UserRole + 3  # the second line under the name: file · where
 LOADED_ROLE = Qt.ItemDataRole.UserRole + 4  # True on the model the chat has loaded
 SEARCH_ROLE = Qt.ItemDataRole.UserRole + 5  # every word a search may match
+EMBEDDING_ROLE = Qt.ItemDataRole.UserRole + 6  # True on an embedding model (an encoder architecture)
 LOADED_TEXT = "Loaded"
+EMBEDDING_TEXT = "Embedding"
+
+
+def embedding_entry(entry: LibraryEntry) -> bool:
+    """An embedding model by its architecture (BERT and its kin); the Documents page's picker reads headers too."""
+    return entry.architecture in ENCODER_ARCHITECTURES
 
 
 def action_text(entry: LibraryEntry) -> str:
@@ -86,6 +95,7 @@ def _search_text(entry: LibraryEntry) -> str:
         entry.backend,
         SOURCE_LABELS.get(entry.source, entry.source),
         "error" if entry.error else "",
+        "embedding" if embedding_entry(entry) else "",
     )
     return " ".join(w for w in words if w).lower()
 
@@ -114,6 +124,7 @@ class LibraryTableModel(QStandardItemModel):
             row[NAME].setData(secondary_text(entry), SECONDARY_ROLE)
             row[NAME].setData(_search_text(entry), SEARCH_ROLE)
             row[NAME].setData(self.is_loaded(entry), LOADED_ROLE)
+            row[NAME].setData(embedding_entry(entry), EMBEDDING_ROLE)
             self.appendRow(row)
 
     def set_loaded(self, entries: set[str]) -> None:
@@ -181,6 +192,9 @@ class NameDelegate(QStyledItemDelegate):
         painter.save()
         if index.data(LOADED_ROLE):
             rect = self._paint_badge(painter, rect, opt.font, t)
+        if index.data(EMBEDDING_ROLE):
+            tag = opt.palette.highlightedText().color() if selected else t.muted
+            rect = self._paint_badge(painter, rect, opt.font, t, EMBEDDING_TEXT, tag)
         fm = opt.fontMetrics
         line = fm.height()
         bold = QFont(opt.font)
@@ -207,19 +221,22 @@ class NameDelegate(QStyledItemDelegate):
         )
         painter.restore()
 
-    def _paint_badge(self, painter: QPainter, rect: QRect, font: QFont, t: Tokens) -> QRect:
+    def _paint_badge(
+        self, painter: QPainter, rect: QRect, font: QFont, t: Tokens, text: str = LOADED_TEXT, tag: QColor | None = None
+    ) -> QRect:
+        """A small pill at the right of ``rect``: "Loaded" in green, or a tag outlined in ``tag``; the rest of it."""
         small = QFont(font)
         small.setPointSizeF(max(font.pointSizeF() * 0.85, 7.0))
         small.setWeight(QFont.Weight.DemiBold)
         painter.setFont(small)
-        width = painter.fontMetrics().horizontalAdvance(LOADED_TEXT) + 14
+        width = painter.fontMetrics().horizontalAdvance(text) + 14
         height = painter.fontMetrics().height() + 2
         badge = QRect(rect.right() - width, rect.top(), width, height)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        painter.setPen(t.success)
-        painter.setBrush(t.success_bg)
+        painter.setPen(tag or t.success)
+        painter.setBrush(Qt.BrushStyle.NoBrush if tag is not None else t.success_bg)
         painter.drawRoundedRect(badge, height / 2, height / 2)
-        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, LOADED_TEXT)
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, text)
         return rect.adjusted(0, 0, -(width + 6), 0)
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
