@@ -3,8 +3,9 @@ collections, a drop of a file (indexed first), chips that remove, sources under 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
 
 from app.core.documents.citations import WHOLE
 from app.core.params import SamplingParams
@@ -12,6 +13,19 @@ from app.ui.pages.chat.source_dialog import SourceDialog
 from tests.support.documents import page_text, write_pdf
 from tests.support.waiting import until
 from tests.ui.test_chat_panel import _load, _reply_done
+
+
+def _drop(widget, paths):
+    """Drag files over ``widget`` and drop them, as a file manager does."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(path) for path in paths])
+    where, action = QPointF(20, 20), Qt.DropAction.CopyAction
+    enter = QDragEnterEvent(where.toPoint(), action, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(widget, enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(where, action, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(widget, drop)
+    assert drop.isAccepted()
 
 
 def _chips(panel):
@@ -37,7 +51,7 @@ def test_attach_collection_and_dropped_file_then_open_a_source(qtbot, qloop, mak
         (notes_action,) = [a for a in button.collections_menu.actions() if a.text() == "notes"]
         notes_action.trigger()
         await until(lambda: _chips(panel) == ["notes (collection)"])
-        panel.composer.add_files([str(dropped)])  # as a drop of the file does
+        _drop(panel, [str(dropped)])
         await until(lambda: _chips(panel) == ["notes (collection)", "dropped.pdf"])
         await until(lambda: not panel.session.indexing)
         panel.composer.documents_bar.chips[1].remove_button.click()

@@ -88,10 +88,12 @@ class ChatDocuments:
         if not files:
             return DocumentContext(cite.PASSAGES)
         room = self._room(kind, sampling)
-        texts = await asyncio.to_thread(store.read, lambda db: text.full_texts(db, files))
-        whole = _whole(texts)
-        if await self._fits(kind, whole.applied(conversation), whole.system_block, room):
-            return whole
+        chars = await asyncio.to_thread(store.read, lambda db: text.total_chars(db, files))
+        if chars <= room * MAX_CHARS_PER_TOKEN * 2:  # else far too long to count (overlaps counted twice)
+            texts = await asyncio.to_thread(store.read, lambda db: text.full_texts(db, files))
+            whole = _whole(texts)
+            if await self._fits(kind, whole.applied(conversation), whole.system_block, room):
+                return whole
         return await self.passages(kind, conversation, room)
 
     async def passages(self, kind: EngineKind, conversation: Conversation, room: int) -> DocumentContext:

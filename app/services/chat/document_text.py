@@ -39,6 +39,18 @@ def attached_files(db: sqlite3.Connection, documents: Sequence[ChatDocument]) ->
     return list(found.values())
 
 
+def total_chars(db: sqlite3.Connection, files: Sequence[IndexedFile]) -> int:
+    """The characters of the files' chunks (overlaps counted twice): an upper bound of their whole text's length."""
+    total = 0
+    for start in range(0, len(files), 500):  # SQLite's limit on bound parameters
+        ids = [f.id for f in files[start : start + 500]]
+        marks = ",".join("?" * len(ids))
+        total += db.execute(
+            f"SELECT coalesce(sum(length(text)), 0) FROM chunks WHERE file_id IN ({marks})", ids
+        ).fetchone()[0]
+    return int(total)
+
+
 def full_texts(db: sqlite3.Connection, files: Sequence[IndexedFile]) -> list[FullText]:
     """Each file's whole text, rebuilt page by page from its chunks (their overlaps taken once)."""
     return [FullText(f.path, document_text(_pages(db.execute(_CHUNKS, (f.id,)).fetchall())), f.pages) for f in files]

@@ -276,12 +276,8 @@ class Composer(QFrame):
         dialog.open()
 
     def add_files(self, paths: list[str]) -> None:
-        """Dropped or pasted files: images join the draft, other files and folders are documents to answer from."""
-        images, documents = split_dropped(paths)
-        if documents:
-            self.documents_given.emit(documents)
-        if self.store is not None and images:
-            self._adding(spawn(self._store_files(self.store, images), "chat: attach images"))
+        if self.store is not None and paths:
+            self._adding(spawn(self._store_files(self.store, paths), "chat: attach images"))
 
     def add_image(self, image: QImage) -> None:
         """A pasted image (no file behind it): kept as PNG."""
@@ -336,9 +332,14 @@ class Composer(QFrame):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
+        """Images join the draft; other files and folders are documents the chat answers from."""
         mime = event.mimeData()
         if files := image_files(mime):
-            self.add_files(files)
+            images, documents = split_dropped(files)
+            if documents:
+                self.documents_given.emit(documents)
+            if images:
+                self.add_files(images)
         elif mime.hasImage():
             self.add_image(QImage(mime.imageData()))
         event.acceptProposedAction()
