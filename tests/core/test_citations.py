@@ -18,6 +18,7 @@ from app.core.documents.citations import (
     Passage,
     Source,
     document_text,
+    linked_citations,
     mode_caption,
     numbered,
     page_joined,
@@ -82,3 +83,10 @@ def test_markdown_and_html_exports_list_the_sources_escaped() -> None:
     assert "answered from 1 passage" in markdown
     page = to_html(chat)
     assert "The &lt;b&gt;passage&lt;/b&gt;." in page and "<b>passage</b>" not in page
+
+
+def test_citations_in_a_reply_become_links_to_known_sources_outside_code() -> None:
+    html = "<p>Yes [1], and [3].</p><pre><code>a[1]</code></pre>"
+    linked = linked_citations(html, {1, 2})
+    assert linked == '<p>Yes <a href="source:1">[1]</a>, and [3].</p><pre><code>a[1]</code></pre>'
+    assert linked_citations(html, ()) == html

@@ -7,9 +7,11 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from app.core.documents.citations import WHOLE
+from app.core.chat.conversation import Message, ReplyStats, Role
+from app.core.documents.citations import COUNT_KEY, MODE_KEY, PASSAGES, WHOLE, Source
 from app.core.params import SamplingParams
 from app.ui.pages.chat.source_dialog import SourceDialog
+from app.ui.pages.chat.transcript import TranscriptView
 from tests.support.documents import page_text, write_pdf
 from tests.support.waiting import until
 from tests.ui.test_chat_panel import _load, _reply_done
@@ -72,7 +74,30 @@ def test_attach_collection_and_dropped_file_then_open_a_source(qtbot, qloop, mak
         dialog.open_button.click()
         assert opened == [QUrl.fromLocalFile(str(notes))]
         dialog.close()
+        item = panel.view.message_widget(row)
+        panel.view.link_clicked(item, QUrl("source:1"))  # a citation in the reply's text opens the same
+        assert panel.chat_documents.dialog is not dialog and panel.chat_documents.dialog.source == reply.sources[0]
+        panel.chat_documents.dialog.close()
         saved = await panel.workstation.store.load(panel.session.conversation.id)
         assert [d.collection for d in saved.documents] == ["notes"]
 
     qloop.run_until_complete(scenario())
+
+
+def test_a_reply_shows_its_sources_and_its_citations_link_to_them(qtbot):
+    view = TranscriptView()
+    qtbot.addWidget(view)
+    view.resize(700, 400)
+    view.show()
+    source = Source(1, "/d/manual.pdf", 5, "The heron passage.", None, 3, 0, 18)
+    stats = ReplyStats(prompt_tokens=1267, cached_prompt_tokens=1225, completion_tokens=9, ttft_ms=12.0)
+    settings = {MODE_KEY: PASSAGES, COUNT_KEY: 1}
+    reply = Message(Role.ASSISTANT, "It is item 7 [1].", sources=[source], settings=settings, stats=stats)
+    view.show_messages([Message(Role.USER, "Which item?"), reply])
+    item = view.message_widget(1)
+    assert item is not None and 'href="source:1"' in item.body.toHtml()
+    assert "Answered from 1 passage · [1] manual.pdf, p. 5" in view.message_text(1)
+    assert "prompt 42 new + 1,225 reused (12 ms)" in view.message_text(1)
+    with qtbot.waitSignal(view.source_requested) as clicked:
+        item.sources.linkActivated.emit("source:1")
+    assert clicked.args == [source]

@@ -7,7 +7,8 @@ passages for each new question. Either way they are numbered [1], [2]… and the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import PurePath
 from typing import Any
@@ -163,6 +164,23 @@ def document_text(pages: Iterable[tuple[int | None, str]]) -> str:
     """A document's whole text from its pages' texts (page None: an unpaged file), page numbers marked."""
     parts = [f"(page {page})\n{text}" if page else text for page, text in pages]
     return "\n\n".join(parts)
+
+
+_CITATION = re.compile(r"\[(\d{1,3})\]")
+_PRE = re.compile(r"(<pre\b.*?</pre>)", re.DOTALL)
+
+
+def linked_citations(html: str, numbers: Collection[int]) -> str:
+    """A reply's HTML with each citation of a known source ("[2]") made a link (``source:2``), code left alone."""
+    if not numbers:
+        return html
+
+    def link(match: re.Match[str]) -> str:
+        number = int(match.group(1))
+        return f'<a href="source:{number}">[{number}]</a>' if number in numbers else match.group(0)
+
+    parts = _PRE.split(html)
+    return "".join(part if part.startswith("<pre") else _CITATION.sub(link, part) for part in parts)
 
 
 def _preview(text: str) -> str:

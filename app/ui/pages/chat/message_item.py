@@ -33,7 +33,7 @@ from app.core.chat.export_text import documents_note
 from app.core.chat.overflow import Cut
 from app.core.chat.tool_calls_view import call_state
 from app.core.chat.versions import version_count
-from app.core.documents.citations import MODE_KEY
+from app.core.documents.citations import MODE_KEY, linked_citations
 from app.services.library.names import model_display_name
 from app.services.paths import app_paths
 from app.ui.pages.chat.attachments_view import THUMB, AttachmentStrip
@@ -300,6 +300,7 @@ class MessageItem(QWidget):
         self.hovered = False
         self._user = False
         self._mark_level = ""
+        self._cited = False  # the body's citations ([1]) are links to the reply's sources
         self._laid_out: tuple[Any, ...] | None = None
         self._height = 0
         self.header = _label(self, "meta")
@@ -387,15 +388,18 @@ class MessageItem(QWidget):
         if message is not self.message:
             self.hovered = False  # another message now: the pointer has not entered it yet
         self.key, self.message, self.state = key, message, state
-        if not (same_text or state.streaming):
+        uncited = bool(message.sources) and not self._cited  # a reply just streamed: its citations become links
+        if not (same_text or state.streaming) or (uncited and not state.streaming):
             self._set_body(message)
         self._set_parts(message, state)
         self._laid_out = None
         self.update()
 
     def _set_body(self, message: Message) -> None:
+        self._cited = bool(message.sources)
         if message.role is Role.ASSISTANT:
             html, blocks = self._view.rendered(message.content)
+            html = linked_citations(html, {source.number for source in message.sources})
             self.code_blocks = list(blocks)
             self.body.setHtml(html)
         else:
@@ -405,6 +409,7 @@ class MessageItem(QWidget):
     def begin_stream(self, row: int, message: Message, state: ItemState) -> None:
         """An empty reply body that a stream fills (see ``reply_document.ReplyDocumentStream``)."""
         self.key = None
+        self._cited = False
         self.body.clear()
         self.thinking.begin_stream()
         self.code_blocks = []

@@ -383,6 +383,8 @@ class TranscriptView(QAbstractScrollArea):
         kind, _, arg = target.partition(":")
         if kind == "copy-code" and arg.isdigit() and int(arg) < len(item.code_blocks):
             QGuiApplication.clipboard().setText(item.code_blocks[int(arg)])
+        elif kind == "source" and arg.isdigit():  # a citation in the reply's text: its source in context
+            self.action(target, item.row)
         elif url.scheme() in _EXTERNAL_SCHEMES:
             QDesktopServices.openUrl(url)
 
