@@ -10,6 +10,8 @@ from PySide6.QtWidgets import QApplication
 from app.core.chat.conversation import Message, ReplyStats, Role
 from app.core.documents.citations import COUNT_KEY, MODE_KEY, PASSAGES, WHOLE, Source
 from app.core.params import SamplingParams
+from app.services.documents.service import IndexProgress
+from app.ui.pages.chat.chat_documents import progress_text
 from app.ui.pages.chat.source_dialog import SourceDialog
 from app.ui.pages.chat.transcript import TranscriptView
 from tests.support.documents import page_text, write_pdf
@@ -101,3 +103,10 @@ def test_a_reply_shows_its_sources_and_its_citations_link_to_them(qtbot):
     with qtbot.waitSignal(view.source_requested) as clicked:
         item.sources.linkActivated.emit("source:1")
     assert clicked.args == [source]
+
+
+def test_indexing_progress_reads_as_a_person_would_say_it():
+    assert progress_text(IndexProgress()) == ""
+    running = IndexProgress(running=True, done=1, total=4, current="/d/report.pdf")
+    assert progress_text(running) == "Indexing 1 of 4: report.pdf — the reply waits for it"
+    assert progress_text(IndexProgress(running=True)) == "Indexing…"

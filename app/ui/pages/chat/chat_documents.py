@@ -6,6 +6,7 @@ thread)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import PurePath
 from typing import Protocol
 
 from PySide6.QtCore import QEvent, QObject
@@ -45,7 +46,7 @@ def progress_text(progress: IndexProgress) -> str:
     """ "Indexing 2 of 5: report.pdf" while a run goes on; "" when none does."""
     if not progress.running:
         return ""
-    where = f": {progress.current.rsplit('/', 1)[-1]}" if progress.current else ""
+    where = f": {PurePath(progress.current).name}" if progress.current else ""
     count = f" {progress.done} of {progress.total}" if progress.total else ""
     return f"Indexing{count}{where} — the reply waits for it" if (count or where) else "Indexing…"
 
@@ -70,8 +71,10 @@ class ChatDocumentsControl(QObject):
         self.bar.show_documents(conversation.documents)
 
     def _events(self, event: DocumentsEvent) -> None:
+        """Indexing's progress, while the chat on screen waits for it (not a run the Documents page started)."""
         if isinstance(event, IndexProgress) and not self.page.closed:
-            self.bar.show_status(progress_text(event))
+            waiting = self.page.session is not None and self.page.session.indexing
+            self.bar.show_status(progress_text(event) if waiting else "")
 
     def _listen(self) -> None:
         """Follow indexing from the first attach on (the documents service is not made before)."""
