@@ -21,6 +21,7 @@ from app.core.memory.fit import MachineMemory
 from app.core.params import LoadParams
 from app.services.documents import events as ev
 from app.services.documents import vectors
+from app.services.documents.backfill import BATCH
 from app.services.documents.embedder import HostEmbedder
 from app.services.documents.service import HYBRID, KEYWORD, DocumentsService
 from app.services.engines.host import EngineHost
@@ -154,9 +155,9 @@ def test_embedding_resumes_after_a_kill_and_embeds_nothing_twice(tmp_path):
             await service.close()
 
     before, final, found, texts = run(scenario())
-    assert before == (64, 80)  # the two batches committed before the kill (BATCH = 32)
+    assert before == (2 * BATCH, 80)  # the two batches committed before the kill
     assert final.state == ev.EMBED_DONE and final.embedded == final.total == 80
-    assert sum(len(batch) for batch in embedder.batches) == 16  # only what had no vector
+    assert sum(len(batch) for batch in embedder.batches) == 80 - 2 * BATCH  # only what had no vector
     assert set(found) == set(texts)
     for chunk_id, vector in found.items():
         assert np.allclose(vector, hashed_vector(texts[chunk_id]), atol=1e-6)
@@ -267,3 +268,40 @@ def test_the_vectors_go_with_their_chunks(tmp_path):
 
     found, texts = run(scenario())
     assert set(found) == set(texts) and len(texts) == 3
+
+
+def test_embedding_pauses_resumes_and_cancels_with_indexing(tmp_path):
+    notes = write_notes(tmp_path / "notes", {f"note{n}.txt": f"note number {n} about topic {n}" for n in range(40)})
+    more = write_notes(tmp_path / "more", {f"more{n}.txt": f"another note {n} on subject {n}" for n in range(40)})
+    actions: list = []
+
+    def act(texts):
+        if actions:
+            actions.pop(0)()
+
+    embedder = HashedEmbedder(before=act)
+
+    async def scenario():
+        service = DocumentsService(tmp_path / "d.sqlite3", embedder_for=lambda e: embedder, embedding_model="h")
+        try:
+            await service.open()
+            actions.append(service.pause)  # as the first batch is embedded
+            await service.index([str(notes)])
+            await until(lambda: service.embedding().state == ev.EMBED_PAUSED)
+            paused = service.embedding(), len(embedder.batches)
+            service.resume()
+            done = await settled(service, "h")
+            actions.append(service.cancel)
+            await service.index([str(more)])
+            await until(lambda: service.embedding().state == ev.EMBED_CANCELLED)
+            cancelled = await asyncio.to_thread(read, service, vectors.counts)
+            service.start_embedding()
+            return paused, done, cancelled, await settled(service, "h")
+        finally:
+            await service.close()
+
+    (paused, batches), done, cancelled, final = run(scenario())
+    assert paused.embedded == BATCH and batches == 1  # the batch in flight is committed, then it waits
+    assert done.state == ev.EMBED_DONE and done.embedded == done.total == 40
+    assert 40 <= cancelled[0] < 80 and cancelled[1] == 80
+    assert final.state == ev.EMBED_DONE and final.embedded == final.total == 80

@@ -16,7 +16,7 @@ from app.services.documents import vectors
 from app.services.documents.embedder import Embedder, embed_fitting, normalized
 from app.services.documents.store import DocumentStore
 
-BATCH = 32
+BATCH = 8  # small: a search's query waits for the batch in flight in the embedding model's line
 
 
 class Backfill:
