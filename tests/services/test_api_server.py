@@ -103,7 +103,7 @@ def test_the_same_seed_gives_the_same_reply_and_penalties_are_taken(api):
 
 def test_streamed_chat_sends_the_role_first_and_usage_last(api):
     stream = api.openai().chat.completions.create(
-        model="tiny-chat", messages=HI, max_tokens=6, stream=True, stream_options={"include_usage": True}
+        model="tiny-chat", messages=HI, max_tokens=6, seed=7, stream=True, stream_options={"include_usage": True}
     )
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -134,7 +134,7 @@ def test_logprobs_come_per_token_with_the_alternatives_asked_for(api):
     assert 0 < len(entries) <= reply.usage.completion_tokens == 5  # a leading space-only token is trimmed with it
     assert all(e.logprob <= 0 and len(e.top_logprobs) == 3 for e in entries)
     assert "".join(e.token for e in entries) == reply.choices[0].message.content  # they spell the content exactly
-    text = api.openai().completions.create(model="tiny-chat", prompt="The sky", max_tokens=3, logprobs=2)
+    text = api.openai().completions.create(model="tiny-chat", prompt="The sky", max_tokens=3, logprobs=2, seed=7)
     assert len(text.choices[0].logprobs.tokens) == 3
     assert all(len(top) == 2 for top in text.choices[0].logprobs.top_logprobs)
 
@@ -298,7 +298,7 @@ def _embeddings_from_the_chat_model(api):
 
 
 def test_the_request_log_and_the_metrics_have_the_figures(api):
-    api.openai().chat.completions.create(model="tiny-chat", messages=HI, max_tokens=3)
+    api.openai().chat.completions.create(model="tiny-chat", messages=HI, max_tokens=3, seed=7)
     record = api.finished_records("chat.completions")[-1]
     assert record.status == 200 and record.model == "tiny-chat" and record.engine == "llamacpp"
     assert record.completion_tokens == 3 and record.prompt_tokens and record.ttft_ms is not None

@@ -174,7 +174,7 @@ def test_a_forced_call_keeps_its_grammar_after_a_request_cut_at_max_tokens(api):
 
 
 def test_an_unseeded_reply_does_not_follow_from_the_request_before_it(api):
-    client = api.openai()
+    client = api.openai(seeded=False)
 
     def after_a_seeded_request() -> str:
         client.chat.completions.create(model="uniform", messages=HI, max_tokens=4, seed=7)
