@@ -160,3 +160,34 @@ def test_the_watch_flag_goes_with_its_folder_and_needs_an_added_folder(tmp_path:
             await service.close()
 
     asyncio.run(scenario())
+
+
+def test_folders_watched_in_an_earlier_session_are_followed_once_the_service_opens(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    database = tmp_path / "documents.sqlite3"
+
+    async def earlier() -> None:
+        service = DocumentsService(database)
+        service.watch_interval_s = None
+        try:
+            await service.index([str(folder)], "notes")
+            await service.watch(str(folder), True)
+        finally:
+            await service.close()
+
+    async def later() -> None:
+        _write(folder / "b.txt", "The lynx was seen near the glacier while the app was closed.\n")
+        service = DocumentsService(database)
+        service.watch_interval_s = 0.05
+        events = Events()
+        service.subscribe(events)
+        try:
+            await service.summaries()  # anything that opens the store
+            await until(lambda: "b.txt" in events.since(0, ev.INDEXED), timeout=60)
+            assert _names(await service.search("glacier")) == ["b.txt"]
+        finally:
+            await service.close()
+        assert service._watcher is not None and not service._watcher.running  # closing stopped it
+
+    asyncio.run(earlier())
+    asyncio.run(later())
