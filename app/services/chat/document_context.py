@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -72,10 +72,17 @@ class DocumentContext:
 class ChatDocuments:
     """Builds each reply's ``DocumentContext`` from the document index; remembers the token counts it took."""
 
-    def __init__(self, service: DocumentsService, host: EngineHost) -> None:
-        self.service = service
+    def __init__(self, service: DocumentsService | Callable[[], DocumentsService], host: EngineHost) -> None:
+        # the Workstation's service, or how to get it: made (and its modules loaded) when a chat first needs it
+        self._service = service
         self.host = host
         self._counted: dict[str, int] = {}  # whole-document blocks too long for a context: their hash → tokens
+
+    @property
+    def service(self) -> DocumentsService:
+        if callable(self._service):
+            self._service = self._service()
+        return self._service
 
     async def context(
         self, kind: EngineKind, conversation: Conversation, sampling: SamplingParams

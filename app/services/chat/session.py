@@ -105,7 +105,7 @@ class ChatSession:
         engine: EngineKind = EngineKind.LLAMACPP,
         attachments_dir: str = "",
         mcp: McpManager | None = None,
-        documents: DocumentsService | None = None,
+        documents: DocumentsService | Callable[[], DocumentsService] | None = None,
     ) -> None:
         # the document index the chat's attached documents are read from (None: documents cannot be attached)
         self.documents = ChatDocuments(documents, host) if documents is not None else None

@@ -10,7 +10,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.backends.protocol import ModelInfo
 from app.core.chat.conversation import Conversation, Role
@@ -24,6 +24,9 @@ from app.services.chat.session import ChatObserver, ChatSession
 from app.services.engines.entries import EngineKind, engine_of
 from app.services.model_settings import ModelSettings, ModelSettingsStore
 from app.services.workstation import Workstation
+
+if TYPE_CHECKING:
+    from app.services.documents.service import DocumentsService
 
 log = logging.getLogger("app.services.chat")
 
@@ -89,12 +92,18 @@ class ChatWorkspace:
         attachments = str(self.workstation.paths.attachments_dir)
         session = ChatSession(
             self.store, self.host, self._sampling, engine=self.engine, attachments_dir=attachments,
-            mcp=self.workstation.mcp, documents=getattr(self.workstation, "documents", None),  # None: a bare stand-in
+            mcp=self.workstation.mcp, documents=self._documents(),
         )  # fmt: skip
         session.observer = self._observer_factory(session)
         session.thinking = self.thinking_choice
         session.spec_speedup = self.workstation.spec_guard.speed_up
         return session
+
+    def _documents(self) -> Callable[[], DocumentsService] | None:
+        """The Workstation's documents service, made when a chat first uses it (None: a stand-in without one)."""
+        if not hasattr(type(self.workstation), "documents"):
+            return None
+        return lambda: self.workstation.documents
 
     # --- which chats are generating ---------------------------------------------------------------------------
     def sessions(self) -> list[ChatSession]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import PurePath
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
@@ -17,13 +17,15 @@ from app.core.chat.conversation import Conversation
 from app.core.documents.citations import ChatDocument, Source
 from app.core.errors import AppError
 from app.services.chat.session import ChatSession
-from app.services.documents.service import DocumentsEvent, IndexProgress
 from app.services.workstation import Workstation
 from app.ui.pages.chat.composer import Composer, image_files
 from app.ui.pages.chat.documents_bar import split_dropped
 from app.ui.pages.chat.source_dialog import SourceDialog
 from app.ui.pages.chat.transcript import TranscriptView
 from app.ui.tasks import spawn
+
+if TYPE_CHECKING:  # the documents service loads when a chat first attaches documents, not with the page
+    from app.services.documents.service import DocumentsEvent, IndexProgress
 
 
 class DocumentsPage(Protocol):
@@ -72,6 +74,8 @@ class ChatDocumentsControl(QObject):
 
     def _events(self, event: DocumentsEvent) -> None:
         """Indexing's progress, while the chat on screen waits for it (not a run the Documents page started)."""
+        from app.services.documents.service import IndexProgress  # loaded: it sent the event
+
         if isinstance(event, IndexProgress) and not self.page.closed:
             waiting = self.page.session is not None and self.page.session.indexing
             self.bar.show_status(progress_text(event) if waiting else "")
