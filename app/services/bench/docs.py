@@ -2,14 +2,14 @@
 
 - **Indexing** (pages/s, MB/s): the documents service indexes a generated corpus (``docs_corpus``: fpdf2 PDFs, text
   and Markdown) and real PDFs (``--pdf DIR``) into a throw-away database, keyword only; with an embedding model the
-  same again plus every chunk embedded and its vector written (what hybrid search needs). A text or Markdown file
-  counts as one page.
+  same again, timed until the service's background embedding (as in the app) has written every chunk's vector. A
+  text or Markdown file counts as one page.
 - **Search latency** (p50/p95 ms, top 10): ``search_bench``'s synthetic index at each size (10,000 and 100,000
   chunks); keyword, and hybrid with a random unit 384-dimensional vector per chunk and per query (the fusion and the
   vector scan measured without a model; the embedding of the query is timed apart when a model is given).
 - **Retrieval quality** (recall@5): a hand-written question set about two PDFs Debian installs
   (``data/docs_questions.json``): a question counts when one of its top 5 passages is on the page that answers it.
-  Keyword always; hybrid with an embedding model.
+  Keyword always; hybrid with an embedding model (the service's own hybrid search, once every chunk has a vector).
 
 Every function blocks or is a coroutine that runs its blocking parts in threads; nothing here needs Qt."""
 
@@ -25,15 +25,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.services.bench.docs_corpus import write_corpus
+from app.services.documents import events as ev
 from app.services.documents import search_bench
 from app.services.documents.store import DocumentStore
 
+if TYPE_CHECKING:
+    from app.services.documents.service import DocumentsService
+
 QUESTIONS = Path(__file__).parent / "data" / "docs_questions.json"
 VECTOR_DIMENSION = 384
-EMBED_BATCH = 32
 RECALL_AT = 5
 
 
@@ -107,21 +110,49 @@ async def run(
 
 
 # --- indexing ------------------------------------------------------------------------------------------------------
+def bench_service(database: Path, embedder: Embedder | None, model: str | None) -> DocumentsService:
+    """A documents service on ``database`` as the Workstation makes one: with ``model`` it embeds in the background
+    after each indexing run (``backfill.py``)."""
+    from app.services.documents.service import DocumentsService
+
+    service = DocumentsService(
+        database, embedder_for=(lambda _entry: embedder) if embedder is not None else None, embedding_model=model
+    )
+    service.watch_interval_s = None
+    return service
+
+
+async def embedded(service: DocumentsService) -> ev.EmbeddingProgress:
+    """Wait for the service's background embedding to stop running (done, failed, waiting, unavailable)."""
+    changed = asyncio.Event()
+    unsubscribe = service.subscribe(lambda _event: changed.set())
+    try:
+        while service.embedding().running:
+            changed.clear()
+            await changed.wait()
+    finally:
+        unsubscribe()
+    return service.embedding()
+
+
 async def index_rate(
     folder: Path, label: str, database: Path, embedder: Embedder | None, model: str | None
 ) -> dict[str, Any]:
-    """One indexing row: the documents service indexes ``folder`` (then embeds every chunk when a model is given)."""
-    from app.services.documents.service import DocumentsService
-
+    """One indexing row: the documents service indexes ``folder`` (and, with a model, embeds every chunk)."""
     row: dict[str, Any] = {"corpus": label, "mode": "hybrid" if model else "keyword"}
-    service = DocumentsService(database)
-    service.watch_interval_s = None
+    service = bench_service(database, embedder, model)
     try:
+        await service.open()
+        if model is not None:
+            await embedded(service)  # the empty index: done at once
         started = time.perf_counter()
         totals = await service.index([str(folder)], "bench")
-        embedded = 0
-        if embedder is not None and model is not None:
-            embedded = await embed_all(await service.open(), embedder, model)
+        vectors_made = 0
+        if model is not None:
+            progress = await embedded(service)
+            if progress.state != ev.EMBED_DONE:
+                return row | {"skipped": f"embedding {progress.state}: {progress.reason}"}
+            vectors_made = progress.embedded
         seconds = time.perf_counter() - started
         records = [r for r in await service.files("bench") if r.state == "indexed"]
     finally:
@@ -136,28 +167,11 @@ async def index_rate(
         "pages": pages,
         "mb": round(size_mb, 2),
         "chunks": totals.chunks,
-        "embedded": embedded,
+        "embedded": vectors_made,
         "seconds": round(seconds, 2),
         "pages_per_s": round(pages / seconds, 1),
-        "mb_per_s": round(size_mb / seconds, 2),
+        "mb_per_s": round(size_mb / seconds, 3),
     }
-
-
-async def embed_all(store: DocumentStore, embedder: Embedder, model: str) -> int:
-    """Embed every chunk of ``store`` that has no vector yet with ``embedder``; the number written."""
-    from app.services.documents import vectors
-    from app.services.documents.embedder import embed_fitting, normalized
-
-    await asyncio.to_thread(store.write, lambda db: vectors.use_model(db, model))
-    written, after = 0, 0
-    while True:
-        batch = await asyncio.to_thread(store.read, functools.partial(vectors.missing, after=after, limit=EMBED_BATCH))
-        if not batch:
-            return written
-        matrix = normalized(await embed_fitting(embedder, [text for _id, text in batch]))
-        put = functools.partial(vectors.put, model=model, chunks=batch, vectors=matrix)
-        written += await asyncio.to_thread(store.write, put)
-        after = batch[-1][0]
 
 
 # --- search latency ------------------------------------------------------------------------------------------------
@@ -273,21 +287,17 @@ async def quality(path: Path | None, embedder: Embedder | None, model: str | Non
     questions, missing = load_questions(path)
     if not questions:
         return [{"mode": "keyword", "skipped": f"the question set's PDFs are missing: {', '.join(missing)}"}]
-    from app.services.documents.service import DocumentsService
-
     rows = []
     with tempfile.TemporaryDirectory(prefix="llmw-bench-quality-") as folder:
-        service = DocumentsService(Path(folder) / "quality.sqlite3")
-        service.watch_interval_s = None
+        service = bench_service(Path(folder) / "quality.sqlite3", embedder, model)
         try:
             await service.index(sorted({q.path for q in questions}), "bench")
-            store = await service.open()
-            found = [await asyncio.to_thread(store.search, q.text, None, RECALL_AT) for q in questions]
+            found = [(await service.search_with_mode(q.text, None, RECALL_AT, "keyword"))[0] for q in questions]
             rows.append(_recall_row("keyword", questions, found))
             if embedder is None or model is None:
                 rows.append({"mode": "hybrid", "skipped": "needs --embedding-model"})
             else:
-                rows.append(await _hybrid_recall(store, questions, embedder, model))
+                rows.append(await _hybrid_recall(service, questions, model))
         finally:
             await service.close()
     for row in rows:
@@ -295,20 +305,17 @@ async def quality(path: Path | None, embedder: Embedder | None, model: str | Non
     return rows
 
 
-async def _hybrid_recall(
-    store: DocumentStore, questions: list[Question], embedder: Embedder, model: str
-) -> dict[str, Any]:
-    from app.services.documents.embedder import embed_fitting, normalized
-    from app.services.documents.hybrid import hybrid_search
-
-    await embed_all(store, embedder, model)
-    vectors = normalized(await embed_fitting(embedder, [q.text for q in questions]))
-    found = [
-        await asyncio.to_thread(
-            store.read, functools.partial(hybrid_search, query=q.text, vector=v, collection=None, top=RECALL_AT)
-        )
-        for q, v in zip(questions, vectors, strict=True)
-    ]
+async def _hybrid_recall(service: DocumentsService, questions: list[Question], model: str) -> dict[str, Any]:
+    progress = await embedded(service)
+    if progress.state != ev.EMBED_DONE:
+        return {"mode": "hybrid", "skipped": f"embedding {progress.state}: {progress.reason}"}
+    found, modes = [], set()
+    for q in questions:
+        hits, ranked_by = await service.search_with_mode(q.text, None, RECALL_AT, "hybrid")
+        found.append(hits)
+        modes.add(ranked_by)
+    if modes != {"hybrid"}:
+        return {"mode": "hybrid", "skipped": f"the service ranked by {', '.join(sorted(modes))}"}
     return _recall_row("hybrid", questions, found) | {"model": model}
 
 
@@ -334,7 +341,7 @@ def text_report(result: DocsBenchResult) -> str:
             continue
         lines.append(
             f"  {r['corpus'][:28]:<28} {r['mode']:<8} {r['files']:>5} {r['pages']:>6} {r['mb']:>6.2f} "
-            f"{r['seconds']:>7.2f} {r['pages_per_s']:>8.1f} {r['mb_per_s']:>6.2f}"
+            f"{r['seconds']:>7.2f} {r['pages_per_s']:>8.1f} {r['mb_per_s']:>6.3f}"
         )
     lines += ["", "Search latency (top 10)", f"  {'chunks':>8} {'mode':<8} {'p50 ms':>8} {'p95 ms':>8}"]
     for r in result.search:
