@@ -76,7 +76,8 @@ class ChatDocuments:
         # the Workstation's service, or how to get it: made (and its modules loaded) when a chat first needs it
         self._service = service
         self.host = host
-        self._counted: dict[str, int] = {}  # whole-document blocks too long for a context: their hash → tokens
+        # documents too long to send whole: their block's hash → (the prompt's tokens, the chat's messages) then
+        self._counted: dict[str, tuple[int, int]] = {}
 
     @property
     def service(self) -> DocumentsService:
@@ -156,13 +157,16 @@ class ChatDocuments:
         return n_ctx - reply_room(n_ctx, sampling.max_tokens)
 
     async def _fits(self, kind: EngineKind, conversation: Conversation, block: str, room: int) -> bool:
+        """Whether the prompt with the documents whole fills at most ``WHOLE_SHARE`` of the room; once it did not,
+        it is not counted again while the chat only grows (a longer chat, the same documents, no larger context)."""
         limit = int(room * WHOLE_SHARE)
-        key = hashlib.sha256(block.encode()).hexdigest()
-        if len(block) > limit * MAX_CHARS_PER_TOKEN or self._counted.get(key, 0) > limit:
+        key, turns = hashlib.sha256(block.encode()).hexdigest(), len(conversation.messages)
+        tokens_then, turns_then = self._counted.get(key, (0, 0))
+        if len(block) > limit * MAX_CHARS_PER_TOKEN or (tokens_then > limit and turns >= turns_then):
             return False
         tokens = await self._tokens(kind, conversation.prompt_messages())
         if tokens > limit:
-            self._counted[key] = tokens
+            self._counted[key] = (tokens, turns)
         return tokens <= limit
 
     async def _tokens(self, kind: EngineKind, messages: list[dict[str, Any]]) -> int:
