@@ -1,6 +1,6 @@
 """The PyInstaller bundle (slow; CI runs it): it builds, starts (--smoke), chats through its own llama.cpp worker,
-carries every CLI verb, the LICENSE and the Qt plugins and llama.cpp libraries it needs, and leaves vLLM and torch
-out."""
+carries every CLI verb, the LICENSE and the Qt plugins and llama.cpp libraries it needs, indexes a PDF (pdfium) and
+loads sqlite-vec, and leaves vLLM and torch out."""
 
 from __future__ import annotations
 
@@ -98,6 +98,42 @@ def test_bundle_carries_llama_libraries_qt_plugins_and_resources(bundle_dir):
     assert (internal / "app" / "resources" / "icons" / "llm-workstation-256.png").is_file()
     presets = internal / "app" / "resources" / "modelfiles"
     assert sorted((p.name for p in presets.glob("*.Modelfile")), key=str.lower) == source_preset_names()
+
+
+def test_bundle_carries_pdfium_and_the_sqlite_vec_extension(bundle_dir):
+    """The document index's native parts: pypdfium2's libpdfium (contrib's hook) and sqlite-vec's vec0 (named in the
+    spec: it is loaded by path, so no import analysis finds it)."""
+    internal = bundle_dir / "_internal"
+    assert (internal / "pypdfium2_raw" / "libpdfium.so").is_file()
+    assert (internal / "pypdfium2_raw" / "version.json").is_file()
+    assert (internal / "sqlite_vec" / "vec0.so").is_file()
+
+
+SQLITE_VEC_PROBE = """
+import sqlite_vec
+from app.services.documents import schema, vectors
+db = schema.connect(":memory:")
+print(vectors.load_extension(db), db.execute("select vec_version()").fetchone()[0])
+"""
+
+
+def test_bundle_indexes_and_searches_a_pdf_and_loads_sqlite_vec(bundle_dir, bundle_env, tmp_path):
+    """`docs add` parses a PDF in the bundle's own parse worker (libpdfium), `docs search` finds its page, and the
+    bundled Python loads vec0 on the documents database's connection."""
+    from tests.support.documents import page_text, write_pdf
+
+    exe = str(bundle_dir / "llm-workstation")
+    env = dict(bundle_env, LLMW_HOME=str(tmp_path / "home"))
+    pdf = write_pdf(tmp_path / "guide.pdf", [page_text("alpha"), page_text("okapi")])
+    added = _run([exe, "docs", "add", str(pdf)], env)
+    assert added.returncode == 0 and "2 pages)" in added.stderr, added.stderr[-3000:]
+    found = _run([exe, "docs", "search", "okapi", "--json"], env)
+    assert found.returncode == 0, found.stderr[-3000:]
+    assert json.loads(found.stdout)["hits"][0]["page"] == 2
+    probe = _run([exe, "-c", SQLITE_VEC_PROBE], env)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    problem, version = probe.stdout.split()
+    assert problem == "None" and version.startswith("v"), probe.stdout
 
 
 def test_bundle_carries_the_licence(bundle_dir):
