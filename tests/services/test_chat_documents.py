@@ -21,6 +21,7 @@ from app.services.chat.session import ChatObserver, ChatSession
 from app.services.documents.service import DocumentsService
 from app.services.engines.host import EngineHost
 from tests.support.documents import page_text, write_pdf
+from tests.support.gguf_factory import write_tiny_gguf
 
 SAMPLING = SamplingParams(max_tokens=8, temperature=0.0)
 
@@ -29,12 +30,12 @@ def run(coro, timeout: float = 120):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-async def _session(tmp_path, model, n_ctx=2048):
+async def _session(tmp_path, model, n_ctx=2048, sampling=SAMPLING):
     store = await AsyncConversationStore.open(tmp_path / "chats.sqlite3")
     documents = DocumentsService(tmp_path / "documents.sqlite3")
     host = EngineHost(LlamaCppBackend())
     await host.load(str(model), LoadParams(n_ctx=n_ctx))
-    return ChatSession(store, host, lambda: SAMPLING, ChatObserver(), documents=documents)
+    return ChatSession(store, host, lambda: sampling, ChatObserver(), documents=documents)
 
 
 async def _close(session):
@@ -79,6 +80,27 @@ def test_documents_that_fit_go_whole_and_the_second_turn_reuses_them(tmp_path, t
     processed = second.stats.prompt_tokens - second.stats.cached_prompt_tokens
     assert second.stats.cached_prompt_tokens >= first.stats.prompt_tokens - 2  # all of turn 1's prompt was kept
     assert processed < document_tokens / 5, (first.stats, second.stats)
+
+
+def test_a_chat_that_outgrows_its_whole_documents_goes_on_with_passages(tmp_path):
+    model = write_tiny_gguf(tmp_path / "chatty.gguf", never_eos=True, name="chatty")  # every reply 300 tokens
+    pdf = write_pdf(tmp_path / "guide.pdf", [page_text("alpha", 150), page_text("walrus", 150)])
+
+    async def scenario():
+        session = await _session(tmp_path, model, sampling=SamplingParams(max_tokens=300, temperature=0.0))
+        try:
+            await session.documents.service.index([str(pdf)], "guides")
+            await session.new()
+            await session.attach_collection("guides")
+            return [await session.send(q) for q in ("What about the walrus?", "And the alpha procedure?")]
+        finally:
+            await _close(session)
+
+    first, second = run(scenario())
+    assert first.settings[MODE_KEY] == WHOLE and first.stats.prompt_tokens > 1000
+    assert second.settings[MODE_KEY] == PASSAGES  # the document, the first turn and a reply no longer fit whole
+    assert second.sources and all(source.page in (1, 2) for source in second.sources)
+    assert second.stats.prompt_tokens < first.stats.prompt_tokens + 300
 
 
 def test_documents_that_do_not_fit_go_as_passages_cited_with_pages(tmp_path, tiny_gguf):
