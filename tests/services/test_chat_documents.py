@@ -20,7 +20,7 @@ from app.services.chat.history import AsyncConversationStore, ConversationStore
 from app.services.chat.session import ChatObserver, ChatSession
 from app.services.documents.service import DocumentsService
 from app.services.engines.host import EngineHost
-from tests.support.documents import page_text, write_pdf
+from tests.support.documents import page_text, write_docx, write_pdf
 from tests.support.gguf_factory import write_tiny_gguf
 
 SAMPLING = SamplingParams(max_tokens=8, temperature=0.0)
@@ -157,3 +157,26 @@ def test_a_detached_document_is_no_longer_sent_and_an_unknown_collection_is_refu
     refused, left, reply = run(scenario())
     assert 'There is no collection "nothing here"' in str(refused.value)
     assert left == [] and reply.sources == [] and MODE_KEY not in reply.settings
+
+
+def test_an_attached_folder_is_indexed_and_its_documents_go_whole_numbered(tmp_path, tiny_gguf):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    pdf = write_pdf(folder / "a-plan.pdf", [page_text("alpha", 40)])
+    docx = write_docx(folder / "b-notes.docx", [("Budget", [page_text("budget", 40)])])
+
+    async def scenario():
+        session = await _session(tmp_path, tiny_gguf)
+        try:
+            await session.new()
+            documents = await session.attach_documents([str(folder)])
+            reply = await session.send("What is the budget?")
+            return documents, reply
+        finally:
+            await _close(session)
+
+    documents, reply = run(scenario())
+    assert documents == [ChatDocument(CHAT_COLLECTION, str(folder))]
+    assert reply.settings[MODE_KEY] == WHOLE and reply.settings[COUNT_KEY] == 2
+    assert [(s.number, s.path) for s in reply.sources] == [(1, str(pdf)), (2, str(docx))]
+    assert "budget section explains" in reply.sources[1].text
