@@ -324,6 +324,7 @@ class ParallelChats:
 def _stats(event: dict[str, Any]) -> ReplyStats:
     return ReplyStats(
         prompt_tokens=int(event.get("prompt_tokens") or 0),
+        cached_prompt_tokens=int(event.get("cached_tokens") or 0),
         completion_tokens=int(event.get("completion_tokens") or 0),
         ttft_ms=event.get("ttft_ms"),
         decode_tokens_per_s=event.get("decode_tokens_per_s"),
