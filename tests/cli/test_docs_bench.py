@@ -33,7 +33,7 @@ def test_bench_docs_reports_indexing_search_and_quality(tmp_path: Path) -> None:
     generated, generated_hybrid, real, _real_hybrid = result["indexing"]
     assert (generated["corpus"], generated["mode"], generated["files"]) == ("generated", "keyword", 4)
     assert generated["pages"] == 2 * 2 + 2 and generated["pages_per_s"] > 0 and generated["mb_per_s"] > 0
-    assert generated_hybrid["skipped"] == "needs --embedding-model"
+    assert generated_hybrid["skipped"] == "no embedding model given"
     assert real["files"] == 1 and real["pages"] == 2
     keyword = next(r for r in result["search"] if r["mode"] == "keyword")
     assert keyword["chunks"] == 300 and 0 < keyword["p50_ms"] <= keyword["p95_ms"]
@@ -45,7 +45,7 @@ def test_bench_docs_reports_indexing_search_and_quality(tmp_path: Path) -> None:
     else:
         assert quality["keyword"]["questions"] == len(questions) >= 20
         assert quality["keyword"]["recall_at_5"] >= 0.5
-        assert quality["hybrid"]["skipped"] == "needs --embedding-model"
+        assert quality["hybrid"]["skipped"] == "no embedding model given"
     table = bench()
     assert table.returncode == 0, table.stderr[-3000:]
     assert "pages/s" in table.stdout and "p95 ms" in table.stdout and "recall@5" in table.stdout

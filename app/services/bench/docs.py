@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 QUESTIONS = Path(__file__).parent / "data" / "docs_questions.json"
 VECTOR_DIMENSION = 384
 RECALL_AT = 5
+NO_MODEL = "no embedding model given"
 
 
 class Embedder(Protocol):
@@ -96,7 +97,7 @@ async def run(
             database = Path(work) / f"index{number}.sqlite3"
             result.indexing.append(await index_rate(folder, label, database, None, None))
             if embedder is None or options.embedding_model is None:
-                result.indexing.append({"corpus": label, "mode": "hybrid", "skipped": "needs --embedding-model"})
+                result.indexing.append({"corpus": label, "mode": "hybrid", "skipped": NO_MODEL})
                 continue
             say(f"indexing {label} with embeddings")
             database = Path(work) / f"index{number}-vectors.sqlite3"
@@ -295,7 +296,7 @@ async def quality(path: Path | None, embedder: Embedder | None, model: str | Non
             found = [(await service.search_with_mode(q.text, None, RECALL_AT, "keyword"))[0] for q in questions]
             rows.append(_recall_row("keyword", questions, found))
             if embedder is None or model is None:
-                rows.append({"mode": "hybrid", "skipped": "needs --embedding-model"})
+                rows.append({"mode": "hybrid", "skipped": NO_MODEL})
             else:
                 rows.append(await _hybrid_recall(service, questions, model))
         finally:
