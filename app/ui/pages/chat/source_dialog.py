@@ -15,10 +15,13 @@ from app.core.documents.citations import Source
 from app.ui.style.theme import set_role, tokens
 from app.ui.tasks import spawn
 
+# A marker pen's colour behind the passage: pale yellow under dark text, deep amber under light text (the accent's
+# soft tint was too faint to find on a dark page).
+PASSAGE_MARK_LIGHT, PASSAGE_MARK_DARK = "#fff0a8", "#6b5200"
 PageReader = Callable[[Source], Awaitable[str]]  # the text of the page a source comes from
 
 
-def marked_page(page: str, source: Source, mark: str = "#fff0a8") -> str:
+def marked_page(page: str, source: Source, mark: str = PASSAGE_MARK_LIGHT) -> str:
     """The page as HTML with the passage highlighted (``<a name="passage">`` before it); the passage alone when it
     cannot be found in the page. A document sent whole is shown whole, nothing highlighted."""
     if source.chunk_id is None:
@@ -81,7 +84,7 @@ class SourceDialog(QDialog):
         return f"{page}{self.source.path}{heading}"
 
     def show_page(self, page: str) -> None:
-        mark = tokens(self.palette()).accent_soft.name()
+        mark = PASSAGE_MARK_DARK if tokens(self.palette()).dark else PASSAGE_MARK_LIGHT
         self.text.setHtml(marked_page(page, self.source, mark))
         self.text.scrollToAnchor("passage")
 
