@@ -11,7 +11,7 @@ import pytest
 
 from app.backends.llamacpp.backend import LlamaCppBackend
 from app.core.chat.conversation import MessageStatus
-from app.core.documents.citations import COUNT_KEY, MODE_KEY, PASSAGES, WHOLE, ChatDocument
+from app.core.documents.citations import COUNT_KEY, MISSING_KEY, MODE_KEY, PASSAGES, WHOLE, ChatDocument
 from app.core.errors import NotFoundError
 from app.core.params import LoadParams, SamplingParams
 from app.services.chat.document_context import CHAT_COLLECTION
@@ -157,6 +157,32 @@ def test_a_detached_document_is_no_longer_sent_and_an_unknown_collection_is_refu
     refused, left, reply = run(scenario())
     assert 'There is no collection "nothing here"' in str(refused.value)
     assert left == [] and reply.sources == [] and MODE_KEY not in reply.settings
+
+
+def test_attached_documents_the_index_no_longer_holds_are_named_in_the_reply_with_what_to_do(tmp_path, tiny_gguf):
+    pdf = _short_pdf(tmp_path)
+
+    async def scenario():
+        session = await _session(tmp_path, tiny_gguf)
+        try:
+            service = session.documents.service
+            await service.index([str(pdf)], "notes")
+            await service.index([str(pdf)], "kept")
+            await session.new()
+            await session.attach_collection("notes")
+            await session.attach_collection("kept")
+            await service.remove_collection("notes")  # as an imported chat's collection that is not here
+            reply = await session.send("What does the walrus section explain?")
+            return reply, session.conversation.id
+        finally:
+            await _close(session)
+
+    reply, chat_id = run(scenario())
+    with ConversationStore(tmp_path / "chats.sqlite3") as store:
+        markdown = export_chat(store, chat_id, ExportFormat.MARKDOWN)
+    assert reply.status is MessageStatus.COMPLETE and reply.settings[MODE_KEY] == WHOLE
+    assert reply.settings[MISSING_KEY] == ["notes (collection)"] and len(reply.sources) == 1
+    assert "notes (collection) not in your documents: add it on the Documents page" in markdown
 
 
 def test_an_attached_folder_is_indexed_and_its_documents_go_whole_numbered(tmp_path, tiny_gguf):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.core.chat.conversation import Conversation, Message, Role
-from app.core.documents.citations import COUNT_KEY, MODE_KEY, mode_caption
+from app.core.documents.citations import COUNT_KEY, MISSING_KEY, MODE_KEY, mode_caption
 
 SETTING_NAMES = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens", "seed", "n_ctx")
 
@@ -42,7 +42,9 @@ def message_notes(message: Message) -> list[str]:
 
 def documents_note(message: Message) -> str:
     """ "Answered from the full text of 2 documents" / "… from 5 passages"; "" for a reply without documents."""
-    caption = mode_caption(message.settings.get(MODE_KEY), int(message.settings.get(COUNT_KEY) or 0))
+    missing = message.settings.get(MISSING_KEY)
+    missing = [str(m) for m in missing] if isinstance(missing, list) else []
+    caption = mode_caption(message.settings.get(MODE_KEY), int(message.settings.get(COUNT_KEY) or 0), missing)
     return f"answered from {caption}" if caption else ""
 
 

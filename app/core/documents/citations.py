@@ -15,6 +15,7 @@ from typing import Any
 
 WHOLE, PASSAGES = "whole", "passages"
 MODE_KEY = "documents_mode"  # in a reply's settings: how its documents were sent
+MISSING_KEY = "documents_missing"  # attached documents the index does not hold (labels)
 COUNT_KEY = "documents_count"  # documents (whole) or passages sent
 PREVIEW_CHARS = 600  # a whole document's source keeps this much of its start to show
 
@@ -136,13 +137,19 @@ def with_system(system_prompt: str, block: str) -> str:
     return f"{system_prompt.rstrip()}\n\n{block}" if system_prompt.strip() else block
 
 
-def mode_caption(mode: str | None, count: int) -> str:
-    """What a reply was given: "full text of 2 documents" / "5 passages" ("" for none)."""
+def mode_caption(mode: str | None, count: int, missing: Sequence[str] = ()) -> str:
+    """What a reply was given: "full text of 2 documents" / "5 passages" ("" for none), and which attached
+    documents the index does not hold (an imported chat's, a removed collection's) with what to do."""
     if mode == WHOLE:
-        return f"full text of {count} document{'' if count == 1 else 's'}"
-    if mode == PASSAGES:
-        return f"{count} passage{'' if count == 1 else 's'}"
-    return ""
+        caption = f"full text of {count} document{'' if count == 1 else 's'}"
+    elif mode == PASSAGES:
+        caption = f"{count} passage{'' if count == 1 else 's'}"
+    else:
+        return ""
+    if missing:
+        them = "it" if len(missing) == 1 else "them"
+        caption += f" ({', '.join(missing)} not in your documents: add {them} on the Documents page)"
+    return caption
 
 
 def page_joined(pieces: Iterable[tuple[int, int, str]]) -> str:

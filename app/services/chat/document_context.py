@@ -47,14 +47,18 @@ class DocumentContext:
     sources: list[Source] = field(default_factory=list)
     system_block: str = ""  # whole: after the chat's system prompt
     question_block: str = ""  # passages: after the latest question
+    missing: tuple[str, ...] = ()  # the attached documents the index does not hold (their labels)
 
     @property
     def caption(self) -> str:
-        return cite.mode_caption(self.mode, len(self.sources))
+        return cite.mode_caption(self.mode, len(self.sources), self.missing)
 
     def notes(self) -> dict[str, Any]:
         """What a reply's settings record of it."""
-        return {cite.MODE_KEY: self.mode, cite.COUNT_KEY: len(self.sources)}
+        notes: dict[str, Any] = {cite.MODE_KEY: self.mode, cite.COUNT_KEY: len(self.sources)}
+        if self.missing:
+            notes[cite.MISSING_KEY] = list(self.missing)
+        return notes
 
     def applied(self, conversation: Conversation) -> Conversation:
         """A copy of ``conversation`` to build the prompt from (never stored): the documents in their place."""
@@ -93,8 +97,15 @@ class ChatDocuments:
             return None
         store = await self.service.open()
         files = await asyncio.to_thread(store.read, lambda db: text.attached_files(db, conversation.documents))
+        missing = _missing(conversation.documents, files)
         if not files:
-            return DocumentContext(cite.PASSAGES)
+            return DocumentContext(cite.PASSAGES, missing=missing)
+        return replace(await self._with_files(kind, conversation, sampling, files), missing=missing)
+
+    async def _with_files(
+        self, kind: EngineKind, conversation: Conversation, sampling: SamplingParams, files: list[text.IndexedFile]
+    ) -> DocumentContext:
+        store = await self.service.open()
         room = self._room(kind, sampling)
         chars = await asyncio.to_thread(store.read, lambda db: text.total_chars(db, files))
         if chars <= room * MAX_CHARS_PER_TOKEN * 2:  # else far too long to count (overlaps counted twice)
@@ -175,6 +186,15 @@ class ChatDocuments:
         if isinstance(engine, TokenCounting):
             return await self.host.count_tokens(kind, messages)
         return estimate_tokens(messages)
+
+
+def _missing(documents: Sequence[ChatDocument], files: Sequence[text.IndexedFile]) -> tuple[str, ...]:
+    """The labels of the attached documents no indexed file stands for."""
+    held = [
+        d.label for d in documents
+        if not any(f.collection == d.collection and (d.path is None or text.is_under(f.path, d.path)) for f in files)
+    ]  # fmt: skip
+    return tuple(held)
 
 
 def _whole(texts: Sequence[FullText]) -> DocumentContext:
