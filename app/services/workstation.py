@@ -147,6 +147,7 @@ class Workstation:
         embedding model, run on the engine host (beside the chat model when both fit)."""
         from app.services.documents.embedder import HostEmbedder
         from app.services.documents.service import DocumentsService
+        from app.services.engines.events import ModelUnloaded
 
         def embedder_for(entry: str) -> HostEmbedder:
             return HostEmbedder(self.host, entry, lambda: self.model_settings.effective_load(entry))
@@ -155,6 +156,7 @@ class Workstation:
         service = DocumentsService(self.paths.data_dir / "documents.sqlite3", embedder_for=embedder_for,
                                    embedding_model=model)  # fmt: skip
         self.subscribe(lambda event: self._documents_follow(service, event))
+        self.host.subscribe(lambda event: service.memory_freed() if isinstance(event, ModelUnloaded) else None)
         return service
 
     def _documents_follow(self, service: DocumentsService, event: SettingsChanged) -> None:

@@ -24,8 +24,10 @@ from app.services.documents import vectors
 from app.services.documents.backfill import BATCH
 from app.services.documents.embedder import HostEmbedder
 from app.services.documents.service import HYBRID, KEYWORD, DocumentsService
+from app.services.engines.entries import EngineKind
 from app.services.engines.host import EngineHost
 from tests.support.embedding_gguf import write_embedding_gguf
+from tests.support.gguf_factory import write_tiny_gguf
 from tests.support.hashed_embedder import HashedEmbedder, hashed_vector
 from tests.support.minilm_gguf import minilm_gguf  # noqa: F401 (a fixture)
 from tests.support.waiting import until
@@ -305,3 +307,62 @@ def test_embedding_pauses_resumes_and_cancels_with_indexing(tmp_path):
     assert done.state == ev.EMBED_DONE and done.embedded == done.total == 40
     assert 40 <= cancelled[0] < 80 and cancelled[1] == 80
     assert final.state == ev.EMBED_DONE and final.embedded == final.total == 80
+
+
+def test_an_embedding_model_that_does_not_fit_beside_the_chat_model_waits_and_never_evicts_it(tmp_path):
+    chat = str(write_tiny_gguf(tmp_path / "chat.gguf"))
+    embed = str(write_embedding_gguf(tmp_path / "embed.gguf"))
+    notes = write_notes(tmp_path / "notes")
+    memory = [PLENTY]  # then none left beside the chat model
+
+    async def scenario():
+        host = EngineHost(LlamaCppBackend(machine_memory=lambda: memory[0]))
+        service = DocumentsService(tmp_path / "d.sqlite3", embedder_for=host_embedders(host), embedding_model=embed)
+        try:
+            await host.load(chat, LoadParams(n_ctx=512))
+            memory[0] = MachineMemory((), (), (), 64 << 30, 0, "no GPU here")
+            await service.open()
+            await service.index([str(notes)])
+            waiting = await until_state(service, ev.EMBED_WAITING)
+            still_loaded = host.loaded(EngineKind.LLAMACPP)
+            hits, mode = await service.search_with_mode("radiator coolant")
+            await host.unload(EngineKind.LLAMACPP)  # the Workstation calls memory_freed on ModelUnloaded
+            memory[0] = PLENTY
+            service.memory_freed()
+            return waiting, still_loaded, hits, mode, await settled(service, embed)
+        finally:
+            await service.close()
+            await host.close()
+
+    waiting, still_loaded, hits, mode, final = run(scenario())
+    assert waiting.reason is not None and "does not fit in memory beside" in waiting.reason
+    assert still_loaded is not None and still_loaded.entry == chat
+    assert mode == KEYWORD and Path(hits[0].path).name == "engine.txt"
+    assert final.state == ev.EMBED_DONE and final.embedded == final.total == 4
+
+
+async def until_state(service: DocumentsService, state: str) -> ev.EmbeddingProgress:
+    await until(lambda: service.embedding().state == state, 120)
+    return service.embedding()
+
+
+def test_the_workstation_follows_the_setting_and_frees_waiting_embeddings(tmp_path):
+    from app.services.engines.events import ModelUnloaded
+    from app.services.paths import app_paths
+    from app.services.workstation import Workstation
+
+    async def scenario():
+        workstation = Workstation.create(app_paths().ensure())
+        try:
+            workstation.update_settings(documents_embedding_model="/models/embed.gguf")
+            service = workstation.documents
+            first = service.embedding().model
+            freed: list[bool] = []
+            service.memory_freed = lambda: freed.append(True)  # type: ignore[method-assign]
+            workstation.host.emit(ModelUnloaded(EngineKind.LLAMACPP, "/models/chat.gguf"))
+            workstation.update_settings(documents_embedding_model="")
+            return first, service.embedding().model, freed
+        finally:
+            await workstation.close()
+
+    assert run(scenario()) == ("/models/embed.gguf", None, [True])

@@ -327,6 +327,11 @@ class DocumentsService:
         """Embed what has no vector yet (after a Cancel, say); a run in flight goes on."""
         self._embed_soon()
 
+    def memory_freed(self) -> None:
+        """A model was unloaded: embedding that waited for room (``EMBED_WAITING``) tries again."""
+        if self._embedding.state == ev.EMBED_WAITING:
+            self._embed_soon()
+
     def _current_embedder(self) -> Embedder | None:
         model = self._embedding.model
         if self._embedder is None and model is not None and self._embedder_for is not None:
