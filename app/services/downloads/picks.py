@@ -22,6 +22,7 @@ from app.core.gguf.inspect import FILE_TYPE_NAMES
 from app.core.memory.estimate import EstimateSettings
 from app.core.memory.fit import FITS, TIGHT, WONT_FIT, FitVerdict, MachineMemory, fit_verdict
 from app.core.params import LoadParams
+from app.services.engines.embedding_slot import ENCODER_ARCHITECTURES
 
 log = logging.getLogger("app.services.picks")
 PICKS_RESOURCE = "discover_picks.json"
@@ -225,7 +226,8 @@ def _type_id(name: str) -> int:
 
 def _tensors(pick: Pick) -> list[TensorInfo]:
     """token_embd, the output matrix (when not tied), and per layer the attention and feed-forward matrices and
-    norms, with llama.cpp's names and shapes (ne0 first)."""
+    norms, with llama.cpp's names and shapes (ne0 first). An encoder (BERT and its kin: an embedding model) has
+    learned positions and no gate matrix."""
     meta, arch = pick.metadata, pick.architecture
 
     def value(key: str, default: int = 0) -> int:
@@ -248,6 +250,9 @@ def _tensors(pick: Pick) -> list[TensorInfo]:
     ]
     if not pick.tied_embeddings:
         tensors.append(_tensor("output.weight", (n_embd, pick.vocab_size), output))
+    encoder = arch in ENCODER_ARCHITECTURES
+    if encoder:
+        tensors.append(_tensor("position_embd.weight", (n_embd, value("context_length")), embedding))
     layer_shapes = {
         "attn_norm": ((n_embd,), f32),
         "attn_q": ((n_embd, n_head * head_k), weight),
@@ -259,6 +264,8 @@ def _tensors(pick: Pick) -> list[TensorInfo]:
         "ffn_up": ((n_embd, n_ff), weight),
         "ffn_down": ((n_ff, n_embd), weight),
     }
+    if encoder:
+        del layer_shapes["ffn_gate"]
     for layer in range(n_layer):
         tensors += [_tensor(f"blk.{layer}.{name}.weight", shape, kind) for name, (shape, kind) in layer_shapes.items()]
     return tensors
