@@ -85,6 +85,11 @@ def test_choosing_an_embedding_model_makes_search_hybrid(
         page.search_now()
         await until(lambda: page.search_mode == KEYWORD, 30)
         assert "keywords only" in page.embedding_state.text()
+        long_reason = "sqlite-vec could not be loaded (" + "a very long reason " * 20 + "): keywords only."
+        page._show_embedding(ev.EmbeddingProgress("/m/e.gguf", ev.EMBED_UNAVAILABLE, reason=long_reason))
+        page.window().resize(1024, 700)
+        assert_fits(page)  # a long reason never widens the page; its tooltip says it whole
+        assert long_reason in page.embedding_state.toolTip()
 
     with themed(palette):
         page = make_framed_page(build)

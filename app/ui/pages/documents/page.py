@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -187,11 +188,14 @@ class DocumentsPage(Page):
         set_role(label, "muted")
         self.embedding_combo = _named(QComboBox(), "documents_embedding_model")
         self.embedding_combo.setToolTip(EMBEDDING_TIP)
-        self.embedding_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.embedding_combo.setMinimumContentsLength(18)
+        # as wide as about 20 characters whatever the names (the list shows them whole, the tooltip the path)
+        self.embedding_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.embedding_combo.setMinimumContentsLength(20)
         self.embedding_combo.activated.connect(self._embedding_chosen)
         self.embedding_state = _named(QLabel(), "documents_embedding_state")
         self.embedding_state.setTextFormat(Qt.TextFormat.PlainText)
+        # a long reason never widens the page: the row shows what fits, the tooltip says it all
+        self.embedding_state.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         set_role(self.embedding_state, "muted")
         self.embedding_bar = QProgressBar(textVisible=False)
         self.embedding_bar.setMaximumHeight(6)
@@ -516,8 +520,9 @@ class DocumentsPage(Page):
         self.embedding_bar.setVisible(progress.state in (ev.EMBEDDING, ev.EMBED_PAUSED))
         self.embedding_bar.setRange(0, max(progress.total, 1))
         self.embedding_bar.setValue(progress.embedded)
-        self.embedding_state.setText(embedding_text(progress, self.service.vector_problem))
-        self.embedding_state.setToolTip(progress.reason or "")
+        text = embedding_text(progress, self.service.vector_problem)
+        self.embedding_state.setText(text)
+        self.embedding_state.setToolTip(text)
         problem = progress.state in (ev.EMBED_FAILED, ev.EMBED_UNAVAILABLE)
         set_role(self.embedding_state, "error" if problem else "muted")
 
@@ -633,7 +638,7 @@ def embedding_text(progress: ev.EmbeddingProgress, problem: str | None) -> str:
     if progress.state == ev.EMBED_PAUSED:
         return f"Embedding paused — {counts}"
     if progress.state == ev.EMBED_DONE:
-        return f"{counts} embedded: search is hybrid (keywords and meaning)."
+        return f"{counts} embedded · search is hybrid"
     if progress.state == ev.EMBED_CANCELLED:
         return f"Embedding cancelled — {counts}; it goes on with the next indexing."
     if progress.state in (ev.EMBED_WAITING, ev.EMBED_FAILED, ev.EMBED_UNAVAILABLE):
