@@ -153,3 +153,32 @@ def test_hybrid_ranks_a_question_set_at_least_as_well_as_keywords(tmp_path, mini
     firsts = {mode: sum(names[:1] == [QUESTIONS[q]] for q, names in ranked[mode].items()) for mode in ranked}
     assert hybrid >= keyword and firsts[HYBRID] >= firsts[KEYWORD], (ranked, keyword, hybrid)
     assert firsts[HYBRID] >= 6, ranked
+
+
+def test_a_hybrid_search_in_one_collection_finds_only_its_passages(tmp_path):
+    from tests.support.hashed_embedder import HashedEmbedder
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, names in ((first, list(HELP_DESK)[:4]), (second, list(HELP_DESK)[4:])):
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text(HELP_DESK[name])
+
+    async def scenario():
+        service = DocumentsService(tmp_path / "d.sqlite3", embedder_for=lambda e: HashedEmbedder(), embedding_model="h")
+        try:
+            await service.open()
+            await service.index([str(first)], "first")
+            await service.index([str(second)], "second")
+            await until(lambda: service.embedding().state == ev.EMBED_DONE and service.embedding().embedded == 8)
+            scoped = await service.search_with_mode("the printer and the espresso machine", "second", top=8)
+            everywhere = await service.search_with_mode("the printer and the espresso machine", None, top=8)
+            missing = await service.search_with_mode("printer", "no such collection")
+            return scoped, everywhere, missing
+        finally:
+            await service.close()
+
+    (scoped, mode), (everywhere, _), missing = run(scenario())
+    assert mode == HYBRID and {hit.collection for hit in scoped} == {"second"} and len(scoped) == 4
+    assert {hit.collection for hit in everywhere} == {"first", "second"} and len(everywhere) == 8
+    assert missing == ([], HYBRID)
