@@ -487,6 +487,7 @@ class MainWindow(QMainWindow):
         if loop_running() and not (self._closing or self._closed):
             spawn(_import_clients(), "warm-up imports")
             spawn(self.chat_panel.refresh_ollama_models(), "list Ollama models")  # for the chat's model picker
+            spawn(_follow_documents(self.workstation), "documents: follow watched folders")
             QTimer.singleShot(MONITOR_START_DELAY_MS, self, lambda: _start_monitor(self))  # 3 s after the show
 
     def closeEvent(self, event: QCloseEvent) -> None:
@@ -520,6 +521,17 @@ class MainWindow(QMainWindow):
 
 async def _import_clients() -> None:
     await asyncio.get_running_loop().run_in_executor(None, import_now, "httpx", "ollama")
+
+
+async def _follow_documents(workstation: Workstation) -> None:
+    """Where there is a document index: open it (its modules imported on a worker thread), so its watched folders
+    are followed and unfinished embedding goes on from start-up, not only once a page or a chat uses documents."""
+    path = workstation.paths.data_dir / "documents.sqlite3"
+    loop = asyncio.get_running_loop()
+    if not await loop.run_in_executor(None, path.exists):
+        return
+    await loop.run_in_executor(None, import_now, "app.services.documents.service", "app.services.documents.embedder")
+    await workstation.documents.open()
 
 
 def _page_name(spec: PageSpec) -> str:

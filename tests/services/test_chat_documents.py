@@ -182,7 +182,7 @@ def test_attached_documents_the_index_no_longer_holds_are_named_in_the_reply_wit
         markdown = export_chat(store, chat_id, ExportFormat.MARKDOWN)
     assert reply.status is MessageStatus.COMPLETE and reply.settings[MODE_KEY] == WHOLE
     assert reply.settings[MISSING_KEY] == ["notes (collection)"] and len(reply.sources) == 1
-    assert "notes (collection) not in your documents: add it on the Documents page" in markdown
+    assert "notes (collection) is not in your document index: index it again" in markdown
 
 
 def test_an_attached_folder_is_indexed_and_its_documents_go_whole_numbered(tmp_path, tiny_gguf):

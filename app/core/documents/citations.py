@@ -147,8 +147,8 @@ def mode_caption(mode: str | None, count: int, missing: Sequence[str] = ()) -> s
     else:
         return ""
     if missing:
-        them = "it" if len(missing) == 1 else "them"
-        caption += f" ({', '.join(missing)} not in your documents: add {them} on the Documents page)"
+        is_, them = ("is", "it") if len(missing) == 1 else ("are", "them")
+        caption += f" ({', '.join(missing)} {is_} not in your document index: index {them} again)"
     return caption
 
 

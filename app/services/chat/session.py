@@ -193,8 +193,8 @@ class ChatSession:
     async def attach_collection(self, name: str) -> list[ChatDocument]:
         """Attach a whole collection of the index (``NotFoundError`` when there is none of that name)."""
         if self.documents is None or not await self.documents.has_collection(name):
-            raise NotFoundError(f'There is no collection "{name}". Index documents into it on the Documents page, '
-                                "or pick one of your collections.")  # fmt: skip
+            raise NotFoundError(f'There is no collection "{name}": index documents into a collection of that name '
+                                "first, or pick one of your collections.")  # fmt: skip
         return await self._set_documents([*(await self._current()).documents, ChatDocument(name)])
 
     async def detach_document(self, document: ChatDocument) -> list[ChatDocument]:
