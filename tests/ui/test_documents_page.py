@@ -238,3 +238,34 @@ def test_a_new_collection_is_made_by_dropping_files_on_it_and_removed_after_a_co
         await until(lambda: page.loaded and not page.collections and page.stack.currentIndex() == 0)
 
     qloop.run_until_complete(scenario())
+
+
+def test_a_folder_added_on_the_page_is_watched_and_the_watch_box_turns_it_off(qloop, make_framed_page, tmp_path):
+    import os
+
+    folder = a_folder(tmp_path)
+    page = make_framed_page(build)
+    page.service.watch_interval_s = 0.05
+
+    def write(name: str, text: str) -> None:
+        part = folder / f".{name}.part"
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, folder / name)
+
+    async def scenario():
+        await page.start()
+        assert not page.watch_box.isEnabled()  # nothing added yet: nothing to watch
+        await page.add_watching_folders([str(folder)], "papers")
+        await until(lambda: page.watch_box.isEnabled() and page.watch_box.isChecked())
+        assert "Watching 1 of the 1" in page.watch_box.toolTip()
+
+        write("later.md", "# Later\n\nThe okapi lives in the rainforest.\n")  # followed while watched
+        await until(lambda: states(page).get("later.md") == "indexed", timeout=60)
+
+        page.watch_box.setChecked(False)  # as a click does
+        await until(lambda: not page.watch_box.isChecked() and "Watching 0 of the 1" in page.watch_box.toolTip())
+        assert await page.service.watched() == []
+        page.watch_box.setChecked(True)
+        await until(lambda: "Watching 1 of the 1" in page.watch_box.toolTip())
+
+    qloop.run_until_complete(scenario())

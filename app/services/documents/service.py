@@ -257,6 +257,19 @@ class DocumentsService:
         store = await self.open()
         return await asyncio.to_thread(watching.watched, store)
 
+    async def collection_roots(self, collection: str) -> list[tuple[str, bool]]:
+        """The folders and files added to ``collection``, each with whether it is watched."""
+        store = await self.open()
+        return await asyncio.to_thread(watching.collection_roots, store, collection)
+
+    async def watch_collection(self, collection: str, on: bool = True) -> list[watching.WatchedRoot]:
+        """Watch (or stop watching) everything added to ``collection``."""
+        store = await self.open()
+        roots = await asyncio.to_thread(watching.set_collection_watched, store, collection, on)
+        if on and roots:
+            self.start_watching()
+        return roots
+
     def start_watching(self) -> None:
         """Poll the watched folders from now on (every ``watch_interval_s``) until ``close``; idempotent. The poller
         ends by itself while no folder is watched."""

@@ -94,6 +94,23 @@ def any_watched(store: DocumentStore) -> bool:
     return bool(watched(store))
 
 
+def collection_roots(store: DocumentStore, collection: str) -> list[tuple[str, bool]]:
+    """The roots (folders and files) added to ``collection``, each with whether it is watched."""
+    collection_id = store.find_collection(collection)
+    if collection_id is None:
+        return []
+    on = {root.path for root in watched(store) if root.collection == collection}
+    return [(path, path in on) for path in store.roots(collection_id)]
+
+
+def set_collection_watched(store: DocumentStore, collection: str, on: bool) -> list[WatchedRoot]:
+    """Watch (or stop watching) every root of ``collection``; the roots it applied to."""
+    changed: list[WatchedRoot] = []
+    for path, _watched in collection_roots(store, collection):
+        changed += set_watched(store, path, on, collection)
+    return changed
+
+
 # --- the stat pass -------------------------------------------------------------------------------------------------
 def has_changed(store: DocumentStore, root: WatchedRoot) -> bool:
     """Something below ``root`` differs from the index: a file new, changed (size or mtime), gone, or left pending

@@ -20,6 +20,7 @@ from PySide6.QtCore import QEvent, QSize, Qt, QTimer, QUrl
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
@@ -62,6 +63,8 @@ DEFAULT_COLLECTION = "default"
 ALL = "All collections"
 TOP_HITS = 10
 COLUMNS = ("File", "State", "Chunks", "Pages", "Path")
+WATCH_TIP = ("Keep this collection in step with its folders while the app runs: new and changed files are indexed, "
+             "deleted ones dropped. Folders added here are watched.")  # fmt: skip
 EMPTY_TEXT = (
     "Add files or a folder to search them: the best passages, with their file and page. PDF, Word, Markdown, HTML "
     "and text files are indexed on this computer; nothing leaves it."
@@ -267,9 +270,14 @@ class DocumentsPage(Page):
         self.add_folder_button = QPushButton(icon("folder"), "Add folder…")
         self.add_folder_button.clicked.connect(self.add_folder)
         self.files_summary = QLabel()
+        self.files_summary.setWordWrap(True)  # it gives way to the buttons beside it at 1024 px
         set_role(self.files_summary, "muted")
+        self.watch_box = _named(QCheckBox("Watch folders"), "documents_watch")
+        self.watch_box.setToolTip(WATCH_TIP)
+        self.watch_box.toggled.connect(self._watch_toggled)
         toolbar = QHBoxLayout()
         toolbar.addWidget(self.files_summary, 1)
+        toolbar.addWidget(self.watch_box)
         toolbar.addWidget(self.add_files_button)
         toolbar.addWidget(self.add_folder_button)
         self.table = _named(QTableWidget(0, len(COLUMNS)), "documents_files")
@@ -352,6 +360,7 @@ class DocumentsPage(Page):
             if self._new_collection and self._new_collection not in {s.name for s in summaries}:
                 chosen = self.selected_collection() or self._new_collection
             records = await self.service.files(chosen) if chosen is not None else []
+            roots = await self.service.collection_roots(chosen) if chosen is not None else []
         except Exception as exc:  # a database that cannot be read: say so, keep the page
             log.error("Could not read the document index: %s", exc)
             self.files_summary.setText(f"Could not read the document index: {exc}")
@@ -359,6 +368,32 @@ class DocumentsPage(Page):
         self.loaded = True
         self._show_collections(summaries, chosen)
         self._show_files(records)
+        self._show_watch(roots)
+
+    def _show_watch(self, roots: list[tuple[str, bool]]) -> None:
+        """The Watch box: on when the collection's folders are watched; off (and unavailable) without any."""
+        watched = sum(1 for _path, on in roots if on)
+        self.watch_box.blockSignals(True)
+        self.watch_box.setChecked(watched > 0)
+        self.watch_box.setEnabled(bool(roots))
+        self.watch_box.blockSignals(False)
+        if not roots:
+            self.watch_box.setToolTip(WATCH_TIP + "\nAdd a folder or files first.")
+        else:
+            self.watch_box.setToolTip(f"{WATCH_TIP}\nWatching {watched} of the {len(roots)} folders and files added.")
+
+    def _watch_toggled(self, on: bool) -> None:
+        name = self.selected_collection()
+        if name is not None:
+            spawn(self._set_watch(name, on), "documents: watch")
+
+    async def _set_watch(self, name: str, on: bool) -> None:
+        try:
+            await self.service.watch_collection(name, on)
+        except Exception as exc:  # the index could not be written: say so, keep the page
+            log.error("Could not change watching of %s: %s", name, exc)
+            self.files_summary.setText(f"Could not change watching: {exc}")
+        self.refresh()
 
     def _show_collections(self, summaries: list[CollectionSummary], chosen: str | None) -> None:
         self.collections = summaries
@@ -431,7 +466,24 @@ class DocumentsPage(Page):
     def add_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a folder to the index")
         if folder:
-            self.add_paths([folder])
+            self.add_watching_folders([folder])
+
+    def add_watching_folders(self, paths: list[str], collection: str | None = None) -> asyncio.Task[Any]:
+        """Index ``paths`` and, once indexed, watch the folders among them: a folder added here stays in step with
+        the disk (the Watch box turns it off)."""
+        collection = collection or self.target_collection()
+        run = self.add_paths(paths, collection)
+        return spawn(self._watch_after(run, paths, collection), "documents: watch the added folders")
+
+    async def _watch_after(self, run: asyncio.Task[Any], paths: list[str], collection: str) -> None:
+        totals = await run
+        if totals is None or totals.cancelled:
+            return
+        folders = await asyncio.to_thread(lambda: [p for p in paths if Path(p).is_dir()])
+        for folder in folders:
+            await self.service.watch(folder, True, collection)
+        if folders:
+            self.refresh()
 
     def add_paths(self, paths: Iterable[str], collection: str | None = None) -> asyncio.Task[Any]:
         """Index ``paths`` into ``collection`` (the selected one by default) in the background."""
@@ -479,7 +531,7 @@ class DocumentsPage(Page):
         paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
         if paths:
             event.acceptProposedAction()
-            self.add_paths(paths)
+            self.add_watching_folders(paths)
 
     # --- the embedding model -------------------------------------------------------------------------------------
     def list_embedding_models(self) -> asyncio.Task[Any]:
@@ -611,7 +663,7 @@ class DocumentsPage(Page):
     def show_passage(self, hit: SearchHit) -> None:
         page = f" — page {hit.page}" if hit.page is not None else ""
         heading = f"<p><i>{html.escape(hit.heading)}</i></p>" if hit.heading else ""
-        body = html.escape(hit.text).replace("\n", "<br>")
+        body = reflowed_html(hit.text)
         self.detail.setHtml(f"<h3>{html.escape(Path(hit.path).name)}{page}</h3>{heading}<p>{body}</p>")
 
     def open_file(self, path: str, page: int | None) -> None:
@@ -625,6 +677,12 @@ class DocumentsPage(Page):
             self._show_files(self.records)
             if self.hits:
                 self._show_hits()
+
+
+def reflowed_html(text: str) -> str:
+    """Text as HTML paragraphs: a blank line parts them, a single line break (a PDF's line end) is a space."""
+    paragraphs = re.split(r"\n[ \t]*\n", text.strip())
+    return "</p><p>".join(html.escape(" ".join(p.split())) for p in paragraphs if p.strip())
 
 
 def embedding_text(progress: ev.EmbeddingProgress, problem: str | None) -> str:
