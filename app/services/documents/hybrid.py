@@ -5,10 +5,20 @@ in (K = 60), so agreement between the two lifts a passage and either alone can s
 its snippet is its opening words.
 
 Latency (``python -m app.services.documents.hybrid_bench CHUNKS``: the keyword bench's index plus a random
-normalized 384-dimensional vector per chunk, 200 queries, top 10, the query vector given; one process on this
-machine's 2 CPU cores, shared with other work at load averages 2–4): 100,000 chunks p50 110–156 ms, p95 138–204
-ms over three runs (keyword search alone p95 28–41 ms at the same times). The vector ranking is most of it:
-vec0 scans every vector (p50 ~100 ms at 100,000); a numpy scan of the same matrix in memory took ~20 ms.
+normalized 384-dimensional vector per chunk, the same 200 queries run first with vec0 scanning the vectors and then
+with their in-memory copy (``vectors._Cache``), top 10, the query vector given; one process on this machine's 2 CPU
+cores, shared with other work at load averages 2.8–3.0), two runs each:
+
+=========  ====================  ====================
+chunks     vec0 scan p50 / p95   in memory p50 / p95
+=========  ====================  ====================
+10,000     11.0–12.2 / 14.9–17.8 3.0–3.3 / 5.9
+100,000    94–97 / 133           20–22 / 40–44
+=========  ====================  ====================
+
+So vec0's scan was most of it (p50 ~90 ms at 100,000 vectors); the copy ranks them in ~11 ms and costs ~154 MB
+(100,000 × 384 × 4 B) plus one read of 1.6–2.3 s on the first search after a change (and a hold-off while they
+keep changing: vectors.py). What is left is mostly the keyword half (alone, p95 28–41 ms at 100,000 chunks).
 """
 
 from __future__ import annotations
