@@ -3,6 +3,7 @@ bound runs out, when it crashes or when the indexing is cancelled. Blocking: cal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -47,7 +48,7 @@ class ParseWorker:
             assert proc.stdin is not None
             proc.stdin.write(request.encode("utf-8"))
             proc.stdin.flush()
-        except OSError:
+        except (OSError, ValueError):  # the worker died, or a cancel killed it and closed the pipe meanwhile
             return ParseOutcome(reason=self._crash_reason(proc))
         try:
             reply = self._replies.get(timeout=self.timeout_s)
@@ -70,7 +71,9 @@ class ParseWorker:
             proc.wait()
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
-                    stream.close()
+                    # a request half written by the parsing thread cannot be flushed to a dead worker
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.close()
 
     close = kill
 
